@@ -1,0 +1,38 @@
+// Command hcomm is hcomm's tool: it benchmarks collectives (perf), and —
+// as the library grows — launches jobs and inspects topologies.
+//
+//	hcomm perf -n 4 -op allreduce -b 8 -e 64M
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: hcomm <command> [flags]
+
+commands:
+  perf    measure collectives, nccl-tests style (hcomm perf -h)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "perf":
+		err = perf(os.Args[2:], os.Stdout)
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "hcomm: unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hcomm:", err)
+		os.Exit(1)
+	}
+}

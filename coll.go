@@ -1,0 +1,557 @@
+package hcomm
+
+import (
+	"context"
+	"hash/fnv"
+	"unsafe"
+
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// call is one collective call after argument checking.
+type call struct {
+	name    string
+	spec    sched.Spec
+	dt      reduce.DType
+	op      reduce.Op
+	in, out []byte
+	avg     []byte // the part of out to divide by Size for Avg (nil: none)
+	digest  int64  // Fingerprint.Count
+}
+
+// run checks the communicator, stamps the call and executes it.
+func (c *Comm) run(parent context.Context, k *call) error {
+	if err := c.usable(); err != nil {
+		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: err}
+	}
+	if k.dt == 0 {
+		k.dt = reduce.Uint8
+	}
+	es := k.dt.Size()
+	prog, err := c.pl.Program(k.spec, es)
+	if err != nil {
+		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: invalid("%v", err)}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: err}
+	}
+	c.seq++
+	fp := wire.Fingerprint{Seq: c.seq, Coll: k.spec.Coll, DType: k.dt, Op: k.op,
+		Root: int32(k.spec.Root), Count: k.digest}
+	ctx, cancel := c.withTimeout(parent)
+	defer cancel()
+	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx}
+	if err := c.ex.Run(ctx, prog, &fp, k.dt, k.op, k.in, k.out); err != nil {
+		return c.runErr(&c.cur, err)
+	}
+	if k.op == reduce.Avg && len(k.avg) > 0 {
+		reduce.DivN(k.dt, k.avg, c.size)
+	}
+	return nil
+}
+
+// bytesOf views s as bytes.
+func bytesOf[T Element](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// sameStart reports whether a and b start at the same address (both
+// non-empty).
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// overlap reports whether a and b share any byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// inPlace decides whether small is exactly big[off:off+len(small)] (in
+// place), disjoint from big (out of place), or overlaps it some other way
+// (an error).
+func inPlace(small, big []byte, off int) (bool, error) {
+	if !overlap(small, big) {
+		return false, nil
+	}
+	if off >= 0 && off+len(small) <= len(big) && sameStart(small, big[off:]) {
+		return true, nil
+	}
+	return false, invalid("send and recv overlap but not in the in-place layout")
+}
+
+func (c *Comm) checkDT(dt DType) (reduce.DType, error) {
+	d := dt.internal()
+	if !d.Valid() {
+		return 0, invalid("unknown dtype %v", dt)
+	}
+	return d, nil
+}
+
+func (c *Comm) checkOp(op Op) (reduce.Op, error) {
+	o := op.internal()
+	if !o.Valid() {
+		return 0, invalid("unknown reduction op %v", op)
+	}
+	return o, nil
+}
+
+func (c *Comm) checkRoot(root int) error {
+	if root < 0 || root >= c.size {
+		return invalid("root %d outside [0, %d)", root, c.size)
+	}
+	return nil
+}
+
+func (c *Comm) checkLen(name string, b []byte, es int) (int, error) {
+	if len(b)%es != 0 {
+		return 0, invalid("len(%s) = %d bytes, not a multiple of the element size %d", name, len(b), es)
+	}
+	return len(b) / es, nil
+}
+
+func (c *Comm) checkCounts(name string, counts []int) (total int, err error) {
+	if len(counts) != c.size {
+		return 0, invalid("len(%s) = %d, want Size() = %d", name, len(counts), c.size)
+	}
+	for i, n := range counts {
+		if n < 0 {
+			return 0, invalid("%s[%d] = %d is negative", name, i, n)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func digestCounts(counts []int) int64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for _, n := range counts {
+		for i := range b {
+			b[i] = byte(uint64(n) >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return int64(h.Sum64() >> 1)
+}
+
+// argErr wraps an argument error.
+func (c *Comm) argErr(name string, err error) error {
+	return &OpError{Op: name, Rank: c.rank, Peer: -1, Err: err}
+}
+
+// The untyped forms. Each takes raw buffers whose element type is dt; the
+// typed functions (AllReduce, ...) call them.
+
+// AllReduceBytes is AllReduce over raw buffers of element type dt.
+func (c *Comm) AllReduceBytes(ctx context.Context, send, recv []byte, dt DType, op Op) error {
+	const name = "AllReduce"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	o, err := c.checkOp(op)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("send", send, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if len(recv) != len(send) {
+		return c.argErr(name, invalid("len(recv) = %d elements, want len(send) = %d", len(recv)/d.Size(), n))
+	}
+	ip, err := inPlace(send, recv, 0)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.AllReduce, c.size, n, 0, ip),
+		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
+}
+
+// ReduceBytes is Reduce over raw buffers of element type dt.
+func (c *Comm) ReduceBytes(ctx context.Context, send, recv []byte, dt DType, op Op, root int) error {
+	const name = "Reduce"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	o, err := c.checkOp(op)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("send", send, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	ip := false
+	if c.rank == root {
+		if len(recv) != len(send) {
+			return c.argErr(name, invalid("len(recv) = %d elements at the root, want len(send) = %d", len(recv)/d.Size(), n))
+		}
+		if ip, err = inPlace(send, recv, 0); err != nil {
+			return c.argErr(name, err)
+		}
+	} else {
+		recv = nil
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Reduce, c.size, n, root, ip),
+		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
+}
+
+// BroadcastBytes is Broadcast over a raw buffer of element type dt.
+func (c *Comm) BroadcastBytes(ctx context.Context, buf []byte, dt DType, root int) error {
+	const name = "Broadcast"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("buf", buf, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Broadcast, c.size, n, root, false),
+		dt: d, out: buf, digest: int64(n)})
+}
+
+// AllGatherBytes is AllGather over raw buffers of element type dt.
+func (c *Comm) AllGatherBytes(ctx context.Context, send, recv []byte, dt DType) error {
+	const name = "AllGather"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("send", send, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if len(recv) != c.size*len(send) {
+		return c.argErr(name, invalid("len(recv) = %d elements, want Size() × len(send) = %d", len(recv)/d.Size(), c.size*n))
+	}
+	ip, err := inPlace(send, recv, c.rank*len(send))
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.AllGather, c.size, n, 0, ip),
+		dt: d, in: send, out: recv, digest: int64(n)})
+}
+
+// AllGatherVBytes is AllGatherV over raw buffers of element type dt.
+func (c *Comm) AllGatherVBytes(ctx context.Context, send, recv []byte, counts []int, dt DType) error {
+	const name = "AllGatherV"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	total, err := c.checkCounts("counts", counts)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	es := d.Size()
+	if len(send) != counts[c.rank]*es {
+		return c.argErr(name, invalid("len(send) = %d elements, want counts[%d] = %d", len(send)/es, c.rank, counts[c.rank]))
+	}
+	if len(recv) != total*es {
+		return c.argErr(name, invalid("len(recv) = %d elements, want sum(counts) = %d", len(recv)/es, total))
+	}
+	spec := sched.Spec{Coll: sched.AllGather, N: c.size, Counts: counts}
+	ip, err := inPlace(send, recv, spec.Displ(c.rank)*es)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	spec.InPlace = ip
+	return c.run(ctx, &call{name: name, spec: spec, dt: d, in: send, out: recv, digest: digestCounts(counts)})
+}
+
+// ReduceScatterBytes is ReduceScatter over raw buffers of element type dt.
+func (c *Comm) ReduceScatterBytes(ctx context.Context, send, recv []byte, dt DType, op Op) error {
+	const name = "ReduceScatter"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	o, err := c.checkOp(op)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("recv", recv, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if len(send) != c.size*len(recv) {
+		return c.argErr(name, invalid("len(send) = %d elements, want Size() × len(recv) = %d", len(send)/d.Size(), c.size*n))
+	}
+	ip, err := inPlace(recv, send, c.rank*len(recv))
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.ReduceScatter, c.size, n, 0, ip),
+		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
+}
+
+// ReduceScatterVBytes is ReduceScatterV over raw buffers of element type dt.
+func (c *Comm) ReduceScatterVBytes(ctx context.Context, send, recv []byte, counts []int, dt DType, op Op) error {
+	const name = "ReduceScatterV"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	o, err := c.checkOp(op)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	total, err := c.checkCounts("counts", counts)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	es := d.Size()
+	if len(recv) != counts[c.rank]*es {
+		return c.argErr(name, invalid("len(recv) = %d elements, want counts[%d] = %d", len(recv)/es, c.rank, counts[c.rank]))
+	}
+	if len(send) != total*es {
+		return c.argErr(name, invalid("len(send) = %d elements, want sum(counts) = %d", len(send)/es, total))
+	}
+	spec := sched.Spec{Coll: sched.ReduceScatter, N: c.size, Counts: counts}
+	ip, err := inPlace(recv, send, spec.Displ(c.rank)*es)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	spec.InPlace = ip
+	return c.run(ctx, &call{name: name, spec: spec, dt: d, op: o, in: send, out: recv, avg: recv, digest: digestCounts(counts)})
+}
+
+// AllToAllBytes is AllToAll over raw buffers of element type dt.
+func (c *Comm) AllToAllBytes(ctx context.Context, send, recv []byte, dt DType) error {
+	const name = "AllToAll"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("send", send, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if n%c.size != 0 {
+		return c.argErr(name, invalid("len(send) = %d elements, not a multiple of Size() = %d", n, c.size))
+	}
+	if len(recv) != len(send) {
+		return c.argErr(name, invalid("len(recv) = %d elements, want len(send) = %d", len(recv)/d.Size(), n))
+	}
+	ip, err := inPlace(send, recv, 0)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.AllToAll, c.size, n/c.size, 0, ip),
+		dt: d, in: send, out: recv, digest: int64(n / c.size)})
+}
+
+// AllToAllVBytes is AllToAllV over raw buffers of element type dt.
+func (c *Comm) AllToAllVBytes(ctx context.Context, send []byte, sendCounts []int, recv []byte, recvCounts []int, dt DType) error {
+	const name = "AllToAllV"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	st, err := c.checkCounts("sendCounts", sendCounts)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	rt, err := c.checkCounts("recvCounts", recvCounts)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	es := d.Size()
+	if len(send) != st*es {
+		return c.argErr(name, invalid("len(send) = %d elements, want sum(sendCounts) = %d", len(send)/es, st))
+	}
+	if len(recv) != rt*es {
+		return c.argErr(name, invalid("len(recv) = %d elements, want sum(recvCounts) = %d", len(recv)/es, rt))
+	}
+	if sendCounts[c.rank] != recvCounts[c.rank] {
+		return c.argErr(name, invalid("sendCounts[%d] = %d but recvCounts[%d] = %d: a rank's block to itself must match",
+			c.rank, sendCounts[c.rank], c.rank, recvCounts[c.rank]))
+	}
+	ip, err := inPlace(send, recv, 0)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if ip {
+		for i := range sendCounts {
+			if sendCounts[i] != recvCounts[i] {
+				return c.argErr(name, invalid("in place needs sendCounts == recvCounts (differ at %d)", i))
+			}
+		}
+	}
+	// A rank knows its own row and column of the count matrix; the
+	// algorithms read nothing else.
+	m := make([][]int, c.size)
+	for i := range m {
+		m[i] = make([]int, c.size)
+		m[i][c.rank] = recvCounts[i]
+	}
+	copy(m[c.rank], sendCounts)
+	if ip {
+		// The spec of an in-place call claims a symmetric matrix; this
+		// rank's row and column are equal, the rest is unknown and unused.
+		for i := range m {
+			m[c.rank][i], m[i][c.rank] = sendCounts[i], sendCounts[i]
+		}
+	}
+	spec := sched.Spec{Coll: sched.AllToAll, N: c.size, Matrix: m, InPlace: ip}
+	return c.run(ctx, &call{name: name, spec: spec, dt: d, in: send, out: recv, digest: -1})
+}
+
+// GatherBytes is Gather over raw buffers of element type dt.
+func (c *Comm) GatherBytes(ctx context.Context, send, recv []byte, dt DType, root int) error {
+	const name = "Gather"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("send", send, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	ip := false
+	if c.rank == root {
+		if len(recv) != c.size*len(send) {
+			return c.argErr(name, invalid("len(recv) = %d elements at the root, want Size() × len(send) = %d", len(recv)/d.Size(), c.size*n))
+		}
+		if ip, err = inPlace(send, recv, root*len(send)); err != nil {
+			return c.argErr(name, err)
+		}
+	} else {
+		recv = nil
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Gather, c.size, n, root, ip),
+		dt: d, in: send, out: recv, digest: int64(n)})
+}
+
+// ScatterBytes is Scatter over raw buffers of element type dt.
+func (c *Comm) ScatterBytes(ctx context.Context, send, recv []byte, dt DType, root int) error {
+	const name = "Scatter"
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return c.argErr(name, err)
+	}
+	n, err := c.checkLen("recv", recv, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	ip := false
+	if c.rank == root {
+		if len(send) != c.size*len(recv) {
+			return c.argErr(name, invalid("len(send) = %d elements at the root, want Size() × len(recv) = %d", len(send)/d.Size(), c.size*n))
+		}
+		if ip, err = inPlace(recv, send, root*len(recv)); err != nil {
+			return c.argErr(name, err)
+		}
+	} else {
+		send = nil
+	}
+	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Scatter, c.size, n, root, ip),
+		dt: d, in: send, out: recv, digest: int64(n)})
+}
+
+// The typed forms.
+
+// AllReduce combines send from every rank element-wise with op and leaves
+// the result in recv on every rank. len(recv) must equal len(send); send and
+// recv may be the same slice (in place).
+func AllReduce[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.AllReduceBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T](), op)
+}
+
+// Reduce is AllReduce with the result only at root. recv matters only at
+// the root (len(send) elements; it may be send itself) and may be nil
+// elsewhere.
+func Reduce[T Element](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
+	return c.ReduceBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T](), op, root)
+}
+
+// Broadcast copies buf from root to every other rank's buf. Every rank
+// passes a buf of the same length.
+func Broadcast[T Element](ctx context.Context, c *Comm, buf []T, root int) error {
+	return c.BroadcastBytes(ctx, bytesOf(buf), DTypeOf[T](), root)
+}
+
+// AllGather concatenates every rank's send, in rank order, into every rank's
+// recv: len(recv) == Size()*len(send). In place: send is recv's own block,
+// recv[Rank()*len(send):][:len(send)].
+func AllGather[T Element](ctx context.Context, c *Comm, send, recv []T) error {
+	return c.AllGatherBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T]())
+}
+
+// AllGatherV is AllGather with a block of counts[r] elements from rank r:
+// len(send) == counts[Rank()], len(recv) == sum(counts), blocks contiguous
+// in rank order. Every rank passes the same counts.
+func AllGatherV[T Element](ctx context.Context, c *Comm, send, recv []T, counts []int) error {
+	return c.AllGatherVBytes(ctx, bytesOf(send), bytesOf(recv), counts, DTypeOf[T]())
+}
+
+// ReduceScatter reduces send element-wise across ranks with op and leaves
+// block r of the result (len(recv) elements) at rank r:
+// len(send) == Size()*len(recv). In place: recv is send's own block.
+func ReduceScatter[T Element](ctx context.Context, c *Comm, send, recv []T, op Op) error {
+	return c.ReduceScatterBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T](), op)
+}
+
+// ReduceScatterV is ReduceScatter with block r of counts[r] elements:
+// len(send) == sum(counts), len(recv) == counts[Rank()]. Every rank passes
+// the same counts.
+func ReduceScatterV[T Element](ctx context.Context, c *Comm, send, recv []T, counts []int, op Op) error {
+	return c.ReduceScatterVBytes(ctx, bytesOf(send), bytesOf(recv), counts, DTypeOf[T](), op)
+}
+
+// AllToAll sends block j of send (len(send)/Size() elements) to rank j,
+// which stores it as block i of its recv, where i is the sender's rank.
+// len(recv) == len(send); they may be the same slice.
+func AllToAll[T Element](ctx context.Context, c *Comm, send, recv []T) error {
+	return c.AllToAllBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T]())
+}
+
+// AllToAllV is AllToAll with blocks of varying size: this rank sends
+// sendCounts[j] elements to rank j and receives recvCounts[i] from rank i,
+// blocks contiguous in rank order on both sides. Rank i's sendCounts[j]
+// must equal rank j's recvCounts[i]. In place (send and recv the same
+// slice) needs sendCounts == recvCounts.
+func AllToAllV[T Element](ctx context.Context, c *Comm, send []T, sendCounts []int, recv []T, recvCounts []int) error {
+	return c.AllToAllVBytes(ctx, bytesOf(send), sendCounts, bytesOf(recv), recvCounts, DTypeOf[T]())
+}
+
+// Gather concatenates every rank's send, in rank order, into root's recv
+// (Size()*len(send) elements; nil elsewhere). In place at the root: send is
+// recv's block root.
+func Gather[T Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.GatherBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T](), root)
+}
+
+// Scatter sends block r of root's send (len(recv) elements each;
+// Size()*len(recv) in all, nil elsewhere) to rank r's recv. In place at the
+// root: recv is send's block root.
+func Scatter[T Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
+	return c.ScatterBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T](), root)
+}

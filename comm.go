@@ -1,0 +1,306 @@
+package hcomm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/exec"
+	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/transport/local"
+)
+
+// Comm is a communicator: one rank's handle on a group of ranks that run
+// collectives together.
+//
+// Collectives on one communicator must be issued in the same order on every
+// rank. A Comm is safe for concurrent use by several goroutines (their calls
+// are serialized), but independent concurrent streams of collectives need
+// separate communicators (see Split). Send and Recv to different peers may
+// run concurrently with each other, but not concurrently with a collective
+// on the same communicator.
+//
+// When an operation fails after communication has started (a timeout, a
+// lost or aborted peer, a mismatch, a cancelled ctx), the communicator is
+// unusable afterwards: later calls fail with ErrAborted wrapping the first
+// failure, and the peers are told so they fail too instead of waiting.
+// Argument errors (ErrInvalidArgument) are found before anything is sent
+// and leave the communicator usable.
+type Comm struct {
+	rank, size int
+	id         string // identity, unique among the communicators of a job
+	set        settings
+	t          transport.Transport
+	ex         *exec.Executor
+	pl         *plan.Planner
+	model      plan.Model
+	boot       bootstrap
+
+	mu       sync.Mutex // serializes collectives
+	seq      uint64
+	cur      current // the collective running, guarded by mu
+	splits   int
+	p2pMu    []sync.Mutex // [2*peer] send, [2*peer+1] recv
+	p2pSeq   []uint64
+	stateMu  sync.Mutex
+	state    atomic.Int32 // stateOK, stateClosed, stateFailed
+	stateErr error
+}
+
+// current describes the collective being run, for error reports.
+type current struct {
+	name        string
+	seq         uint64
+	parent, ctx context.Context
+}
+
+const (
+	stateOK int32 = iota
+	stateClosed
+	stateFailed
+)
+
+// bootstrap creates transports for the communicators Split derives.
+type bootstrap interface {
+	sub(ctx context.Context, key string, rank, size int) (transport.Transport, bootstrap, error)
+}
+
+type localBoot struct{ f *local.Fabric }
+
+func (b localBoot) sub(_ context.Context, key string, rank, size int) (transport.Transport, bootstrap, error) {
+	f, err := b.f.Sub(key, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.Endpoint(rank), localBoot{f}, nil
+}
+
+// NewLocal returns n communicating ranks inside this process, each a *Comm
+// to be driven by its own goroutine, as if they were n processes. It is for
+// tests and for single-process programs; messages are copied between the
+// ranks' buffers exactly as between processes.
+func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
+	if n < 1 {
+		return nil, &OpError{Op: "NewLocal", Peer: -1, Err: invalid("n = %d, want at least 1", n)}
+	}
+	set, err := resolve(cfg)
+	if err != nil {
+		return nil, &OpError{Op: "NewLocal", Peer: -1, Err: err}
+	}
+	f := local.NewFabric(n)
+	comms := make([]*Comm, n)
+	for r := range comms {
+		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), localBoot{f}, plan.MemoryModel)
+	}
+	return comms, nil
+}
+
+// Init joins the job this process belongs to.
+//
+// With a nil cfg it reads the environment: HCOMM_RANK and HCOMM_SIZE (or
+// torchrun's RANK/WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_RANK/_SIZE, Slurm's
+// SLURM_PROCID/SLURM_NTASKS). A process started without any of them is a
+// job of one rank.
+func Init(ctx context.Context, cfg *Config) (*Comm, error) {
+	set, err := resolve(cfg)
+	if err != nil {
+		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
+	}
+	rank, size, err := envRankSize()
+	if err != nil {
+		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
+	}
+	if size != 1 {
+		return nil, &OpError{Op: "Init", Rank: rank, Peer: -1,
+			Err: fmt.Errorf("multi-process jobs (size %d) need a transport this build does not have yet", size)}
+	}
+	f := local.NewFabric(1)
+	return newComm(0, 1, "world", set, f.Endpoint(0), localBoot{f}, plan.MemoryModel), nil
+}
+
+func envRankSize() (rank, size int, err error) {
+	pairs := [][2]string{{"HCOMM_RANK", "HCOMM_SIZE"}, {"RANK", "WORLD_SIZE"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}}
+	for _, p := range pairs {
+		rs, ss := os.Getenv(p[0]), os.Getenv(p[1])
+		if rs == "" && ss == "" {
+			continue
+		}
+		rank, err1 := strconv.Atoi(rs)
+		size, err2 := strconv.Atoi(ss)
+		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
+			return 0, 0, invalid("%s=%q %s=%q: want 0 <= rank < size", p[0], rs, p[1], ss)
+		}
+		return rank, size, nil
+	}
+	return 0, 1, nil
+}
+
+func newComm(rank, size int, id string, set settings, t transport.Transport, boot bootstrap, m plan.Model) *Comm {
+	m.Chunk = set.chunk
+	c := &Comm{
+		rank: rank, size: size, id: id, set: set, t: t, boot: boot, model: m,
+		ex:     exec.New(t, set.chunk),
+		pl:     plan.New(rank, size, m, set.overrides),
+		p2pMu:  make([]sync.Mutex, 2*size),
+		p2pSeq: make([]uint64, 2*size),
+	}
+	// The first failing op of a collective poisons the communicator at
+	// once, which also unblocks the collective's other ops and the peers.
+	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
+	return c
+}
+
+// Rank returns this rank's index in [0, Size()).
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks.
+func (c *Comm) Size() int { return c.size }
+
+// usable returns nil if the communicator can run operations.
+func (c *Comm) usable() error {
+	switch c.state.Load() {
+	case stateOK:
+		return nil
+	case stateClosed:
+		return ErrClosed
+	}
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.stateErr
+}
+
+// fail marks the communicator unusable after err and tells the peers.
+func (c *Comm) fail(err error) {
+	c.stateMu.Lock()
+	if c.state.Load() == stateOK {
+		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, err)
+		c.state.Store(stateFailed)
+	}
+	c.stateMu.Unlock()
+	c.t.Abort(err)
+}
+
+// Abort makes the communicator unusable at once: pending operations and all
+// later ones fail with ErrAborted, and peers waiting on this rank fail
+// instead of hanging. It does not wait for anything. cause may be nil.
+func (c *Comm) Abort(cause error) {
+	if cause == nil {
+		cause = errors.New("Abort called")
+	}
+	c.stateMu.Lock()
+	if c.state.Load() == stateOK {
+		c.stateErr = fmt.Errorf("%w: %w", ErrAborted, cause)
+		c.state.Store(stateFailed)
+	}
+	c.stateMu.Unlock()
+	c.t.Abort(cause)
+}
+
+// Close releases the communicator. It does not wait for peers; operations
+// still running fail with ErrClosed, and peers waiting on this rank see it
+// as lost. Close is idempotent.
+func (c *Comm) Close() error {
+	c.stateMu.Lock()
+	if c.state.Load() == stateClosed {
+		c.stateMu.Unlock()
+		return nil
+	}
+	c.state.Store(stateClosed)
+	c.stateMu.Unlock()
+	err := c.t.Close()
+	c.mu.Lock() // pending collectives return promptly once the transport is closed
+	c.ex.Close()
+	c.mu.Unlock()
+	return err
+}
+
+// withTimeout bounds ctx by the configured timeout.
+func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.set.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.set.timeout)
+}
+
+// opErr turns an error from running an operation into an *OpError.
+func (c *Comm) opErr(cur *current, err error) *OpError {
+	switch {
+	case c.state.Load() == stateClosed:
+		err = ErrClosed
+	case peerOf(err) < 0 && (errors.Is(err, context.DeadlineExceeded) || cur.ctx.Err() == context.DeadlineExceeded):
+		te := &timeoutError{}
+		if cur.parent.Err() == nil {
+			te.after = c.set.timeout
+		}
+		err = te
+	case peerOf(err) < 0 && errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
+		err = c.usable()
+	}
+	return &OpError{Op: cur.name, Rank: c.rank, Peer: peerOf(err), Seq: cur.seq, Err: err}
+}
+
+// runErr reports a failed operation and poisons the communicator.
+func (c *Comm) runErr(cur *current, err error) error {
+	oe := c.opErr(cur, err)
+	if c.state.Load() == stateOK {
+		c.fail(oe)
+	}
+	return oe
+}
+
+// Split partitions the communicator, as MPI_Comm_split does: every rank
+// calls it; ranks passing the same color form a new communicator, ranked by
+// key (ties broken by rank in c). A rank passing a negative color takes part
+// but joins nothing and gets (nil, nil).
+func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
+	pair := []int64{int64(color), int64(key)}
+	all := make([]int64, 2*c.size)
+	if err := AllGather(ctx, c, pair, all); err != nil {
+		var oe *OpError
+		if errors.As(err, &oe) {
+			oe.Op = "Split"
+		}
+		return nil, err
+	}
+	c.mu.Lock()
+	c.splits++
+	n := c.splits
+	c.mu.Unlock()
+	if color < 0 {
+		return nil, nil
+	}
+	type member struct{ key, rank int }
+	var ms []member
+	for r := 0; r < c.size; r++ {
+		if all[2*r] == int64(color) {
+			ms = append(ms, member{int(all[2*r+1]), r})
+		}
+	}
+	slices.SortFunc(ms, func(a, b member) int {
+		if a.key != b.key {
+			return a.key - b.key
+		}
+		return a.rank - b.rank
+	})
+	newRank := slices.IndexFunc(ms, func(m member) bool { return m.rank == c.rank })
+	id := fmt.Sprintf("%s/split%d/color%d", c.id, n, color)
+	t, boot, err := c.boot.sub(ctx, id, newRank, len(ms))
+	if err != nil {
+		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
+	}
+	return newComm(newRank, len(ms), id, c.set, t, boot, c.model), nil
+}
+
+// Barrier returns once every rank has entered it.
+func (c *Comm) Barrier(ctx context.Context) error {
+	return c.run(ctx, &call{name: "Barrier", spec: sched.Spec{Coll: sched.Barrier, N: c.size}})
+}

@@ -1,0 +1,251 @@
+// Package exec runs schedule programs over a transport.
+//
+// An Executor belongs to one rank of one communicator and runs one program
+// at a time. The ops of a step run concurrently (the first on the calling
+// goroutine, the others on the executor's worker goroutines, which persist
+// between calls). Every message is cut into chunks of at most ChunkBytes; the
+// chunking depends only on the message length and ChunkBytes, so both ends
+// agree on it. A forwarding op (recv-reduce-send, recv-copy-send) passes
+// chunk i on before receiving chunk i+1, which pipelines chains and rings.
+//
+// When an op fails, the executor calls OnError at once (which is expected
+// to abort the transport, so that the step's other ops and the peers stop
+// waiting) and Run returns that first error.
+package exec
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// DefaultChunkBytes is the chunk size used when none is configured.
+const DefaultChunkBytes = 1 << 20
+
+// Executor runs programs for one rank.
+type Executor struct {
+	t     transport.Transport
+	chunk int // bytes
+
+	scratch []byte
+	staging [][]byte // one per concurrently running op
+
+	workers []chan task
+	results chan error
+	wg      sync.WaitGroup
+	closed  bool
+
+	// OnError, if set, is called once per failed Run with the first error,
+	// from whichever goroutine found it, before Run returns. It must make
+	// the transport's pending calls return (typically by aborting it).
+	OnError func(error)
+}
+
+type task struct {
+	ctx context.Context
+	r   *run
+	op  *sched.Op
+	buf []byte // staging
+}
+
+// run is the state of one Run call shared by its ops.
+type run struct {
+	e       *Executor
+	failed  atomic.Bool
+	err     error // the first error; read after every op has reported
+	fp      *wire.Fingerprint
+	dt      reduce.DType
+	op      reduce.Op
+	es      int
+	in, out []byte
+	scratch []byte
+}
+
+// New returns an executor over t cutting messages into chunks of chunkBytes
+// (DefaultChunkBytes if <= 0).
+func New(t transport.Transport, chunkBytes int) *Executor {
+	if chunkBytes <= 0 {
+		chunkBytes = DefaultChunkBytes
+	}
+	// Chunks hold whole elements of every type.
+	chunkBytes = max(8, chunkBytes&^7)
+	return &Executor{t: t, chunk: chunkBytes, results: make(chan error, 16)}
+}
+
+// ChunkBytes returns the chunk size.
+func (e *Executor) ChunkBytes() int { return e.chunk }
+
+// Close stops the worker goroutines. It must not be called while Run is
+// running.
+func (e *Executor) Close() {
+	if e.closed {
+		return
+	}
+	e.closed = true
+	for _, w := range e.workers {
+		close(w)
+	}
+	e.wg.Wait()
+}
+
+func (e *Executor) ensure(nops int, scratchBytes int) {
+	for len(e.staging) < nops {
+		e.staging = append(e.staging, make([]byte, e.chunk))
+	}
+	for len(e.workers) < nops-1 {
+		ch := make(chan task)
+		e.workers = append(e.workers, ch)
+		e.wg.Add(1)
+		go e.work(ch)
+	}
+	if cap(e.scratch) < scratchBytes {
+		e.scratch = make([]byte, scratchBytes)
+	}
+	if cap(e.results) < nops {
+		e.results = make(chan error, nops)
+	}
+}
+
+func (e *Executor) work(ch chan task) {
+	defer e.wg.Done()
+	for t := range ch {
+		err := e.runOp(t.ctx, t.r, t.op, t.buf)
+		if err != nil {
+			t.r.setErr(err)
+		}
+		e.results <- err
+	}
+}
+
+// Run executes prog with the given buffers: in and out are the caller's send
+// and receive buffers as byte slices (already aliased if the call is in
+// place); dt and op say how to reduce; fp is stamped on every message.
+func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Fingerprint,
+	dt reduce.DType, op reduce.Op, in, out []byte) error {
+	es := dt.Size()
+	maxOps := 1
+	for i := range prog.Steps {
+		if n := len(prog.Steps[i].Ops); n > maxOps {
+			maxOps = n
+		}
+	}
+	if e.closed {
+		return fmt.Errorf("exec: executor closed")
+	}
+	e.ensure(maxOps, prog.Scratch*es)
+	r := run{e: e, fp: fp, dt: dt, op: op, es: es, in: in, out: out, scratch: e.scratch[:prog.Scratch*es]}
+	for si := range prog.Steps {
+		ops := prog.Steps[si].Ops
+		for i := 1; i < len(ops); i++ {
+			e.workers[i-1] <- task{ctx: ctx, r: &r, op: &ops[i], buf: e.staging[i]}
+		}
+		if err := e.runOp(ctx, &r, &ops[0], e.staging[0]); err != nil {
+			r.setErr(err)
+		}
+		for i := 1; i < len(ops); i++ {
+			<-e.results
+		}
+		if r.failed.Load() {
+			return r.err
+		}
+	}
+	return nil
+}
+
+// setErr records the first error of a run and reports it.
+func (r *run) setErr(err error) {
+	if r.failed.CompareAndSwap(false, true) {
+		r.err = err
+		if r.e.OnError != nil {
+			r.e.OnError(err)
+		}
+	}
+}
+
+func (r *run) region(g sched.Region) []byte {
+	var b []byte
+	switch g.Buf {
+	case sched.In:
+		b = r.in
+	case sched.Out:
+		b = r.out
+	default:
+		b = r.scratch
+	}
+	return b[g.Off*r.es : (g.Off+g.Len)*r.es]
+}
+
+// chunks returns the number of chunks a message of n bytes is cut into
+// (at least one: zero-length messages are real).
+func (e *Executor) chunks(n int) int {
+	if n <= e.chunk {
+		return 1
+	}
+	return (n + e.chunk - 1) / e.chunk
+}
+
+func (e *Executor) piece(b []byte, i int) []byte {
+	lo := i * e.chunk
+	hi := min(lo+e.chunk, len(b))
+	return b[lo:hi]
+}
+
+func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []byte) error {
+	t := e.t
+	switch op.Kind {
+	case sched.Send:
+		src := r.region(op.Src)
+		for i, n := 0, e.chunks(len(src)); i < n; i++ {
+			if err := t.Send(ctx, op.Peer, r.fp, e.piece(src, i)); err != nil {
+				return err
+			}
+		}
+	case sched.Recv:
+		dst := r.region(op.Dst)
+		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
+			if err := t.Recv(ctx, op.Peer, r.fp, e.piece(dst, i)); err != nil {
+				return err
+			}
+		}
+	case sched.RecvCopySend:
+		dst := r.region(op.Dst)
+		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
+			p := e.piece(dst, i)
+			if err := t.Recv(ctx, op.Peer, r.fp, p); err != nil {
+				return err
+			}
+			if err := t.Send(ctx, op.To, r.fp, p); err != nil {
+				return err
+			}
+		}
+	case sched.RecvReduce, sched.RecvReduceSend:
+		src, dst := r.region(op.Src), r.region(op.Dst)
+		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
+			d := e.piece(dst, i)
+			tmp := staging[:len(d)]
+			if err := t.Recv(ctx, op.Peer, r.fp, tmp); err != nil {
+				return err
+			}
+			reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
+			if op.Kind == sched.RecvReduceSend {
+				if err := t.Send(ctx, op.To, r.fp, d); err != nil {
+					return err
+				}
+			}
+		}
+	case sched.Copy:
+		copy(r.region(op.Dst), r.region(op.Src))
+	case sched.LocalReduce:
+		d := r.region(op.Dst)
+		reduce.Apply(r.dt, r.op, d, d, r.region(op.Src))
+	default:
+		return fmt.Errorf("exec: unknown op kind %v", op.Kind)
+	}
+	return nil
+}

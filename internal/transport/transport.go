@@ -1,0 +1,37 @@
+// Package transport defines how a rank exchanges messages with its peers.
+// Implementations live in the subpackages: local (goroutines of one
+// process), shm (processes of one host) and tcp (hosts).
+package transport
+
+import (
+	"context"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Transport moves messages between this rank and its peers within one
+// communicator.
+//
+// Messages between an ordered pair of ranks arrive in the order they were
+// sent. Each message carries the sender's fingerprint; Recv compares it with
+// the receiver's and fails with an *errs.MismatchError when they differ or
+// when the message length is not len(p).
+//
+// Send returns once p may be reused; it may or may not wait for the receiver
+// (callers must assume it can). Send and Recv to different peers, and one
+// Send and one Recv to the same peer, may run concurrently; concurrent Sends
+// (or Recvs) on the same peer are not allowed.
+//
+// Every method honours ctx and returns promptly after Abort. When a peer
+// fails or aborts, calls that wait on it return an *errs.PeerError.
+type Transport interface {
+	Rank() int
+	Size() int
+	Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error
+	Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error
+	// Abort fails pending and later calls locally and tells peers, without
+	// waiting for them. cause is passed on to peers when possible.
+	Abort(cause error)
+	// Close releases resources. It does not wait for peers.
+	Close() error
+}

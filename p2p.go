@@ -1,0 +1,77 @@
+package hcomm
+
+import (
+	"context"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Send sends buf to rank peer, which receives it with a Recv of the same
+// length and tag. Between a pair of ranks, Sends are received in the order
+// they were made: the tag is checked (a different tag is a mismatch), not
+// used to reorder. Send may block until the peer receives, so two ranks that
+// Send to each other must not both Send first (use one goroutine per
+// direction, or order the calls).
+func Send[T Element](ctx context.Context, c *Comm, buf []T, peer, tag int) error {
+	return c.SendBytes(ctx, bytesOf(buf), DTypeOf[T](), peer, tag)
+}
+
+// Recv receives into buf the next message rank peer sent to this rank with
+// Send; its length and tag must match.
+func Recv[T Element](ctx context.Context, c *Comm, buf []T, peer, tag int) error {
+	return c.RecvBytes(ctx, bytesOf(buf), DTypeOf[T](), peer, tag)
+}
+
+// SendBytes is Send over a raw buffer of element type dt.
+func (c *Comm) SendBytes(ctx context.Context, buf []byte, dt DType, peer, tag int) error {
+	return c.p2p(ctx, "Send", buf, dt, peer, tag, true)
+}
+
+// RecvBytes is Recv over a raw buffer of element type dt.
+func (c *Comm) RecvBytes(ctx context.Context, buf []byte, dt DType, peer, tag int) error {
+	return c.p2p(ctx, "Recv", buf, dt, peer, tag, false)
+}
+
+func (c *Comm) p2p(parent context.Context, name string, buf []byte, dt DType, peer, tag int, send bool) error {
+	d, err := c.checkDT(dt)
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if peer < 0 || peer >= c.size || peer == c.rank {
+		return c.argErr(name, invalid("peer %d: want a rank in [0, %d) other than this one (%d)", peer, c.size, c.rank))
+	}
+	if tag < 0 || tag > 1<<31-1 {
+		return c.argErr(name, invalid("tag %d outside [0, 2^31)", tag))
+	}
+	n, err := c.checkLen("buf", buf, d.Size())
+	if err != nil {
+		return c.argErr(name, err)
+	}
+	if err := c.usable(); err != nil {
+		return &OpError{Op: name, Rank: c.rank, Peer: peer, Err: err}
+	}
+	slot := 2 * peer
+	if !send {
+		slot++
+	}
+	mu := &c.p2pMu[slot]
+	mu.Lock()
+	defer mu.Unlock()
+	c.p2pSeq[slot]++
+	fp := wire.Fingerprint{Seq: c.p2pSeq[slot], Coll: wire.CollSendRecv, DType: d, Root: int32(tag), Count: int64(n)}
+	ctx, cancel := c.withTimeout(parent)
+	defer cancel()
+	chunk := c.ex.ChunkBytes()
+	for off := 0; off == 0 || off < len(buf); off += chunk {
+		p := buf[off:min(off+chunk, len(buf))]
+		if send {
+			err = c.t.Send(ctx, peer, &fp, p)
+		} else {
+			err = c.t.Recv(ctx, peer, &fp, p)
+		}
+		if err != nil {
+			return c.runErr(&current{name: name, parent: parent, ctx: ctx}, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package hcomm
+
+const raceEnabled = true
