@@ -1,0 +1,158 @@
+package tcp
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// aLongTimeAgo is a deadline in the past: setting it on a connection makes
+// blocked and later I/O on it fail at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// A gate maps the context of the call in progress in one direction (sending
+// or receiving) on one peer to deadlines on that peer's connections: the
+// context's deadline becomes the socket deadline, and its cancellation an
+// immediate one. Killing the gate interrupts the call in progress and turns
+// later calls away.
+//
+// The gate keeps its cancellation hook registered on the last context it saw
+// and reuses it while calls keep coming with the same context, so a run of
+// messages under one context costs no allocation. It sets a socket deadline
+// only when it changes.
+type gate struct {
+	mu    sync.Mutex
+	write bool    // set write deadlines (else read deadlines)
+	conns []*conn // the peer's connections, once all are up
+	armed []time.Time
+	dead  bool
+
+	active   context.Context // context of the call in progress, nil between calls
+	deadline time.Time       // active's deadline, zero if none
+
+	watched context.Context // context the hook is registered on
+	unwatch func() bool     // removes the hook
+	oneShot bool            // the hook belongs to the active call only
+}
+
+// setConns gives the gate the connections it governs.
+func (g *gate) setConns(conns []*conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conns = conns
+	g.armed = make([]time.Time, len(conns))
+	if g.dead {
+		g.setAll(aLongTimeAgo)
+	}
+}
+
+// enter starts a call under ctx and arms the first connection. It reports
+// false if the gate is dead.
+func (g *gate) enter(ctx context.Context) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dead {
+		return false
+	}
+	if ctx.Done() != nil && !g.watching(ctx) {
+		if g.unwatch != nil {
+			g.unwatch()
+		}
+		g.unwatch = context.AfterFunc(ctx, g.fire)
+		// Only contexts of comparable types can be recognised when they
+		// come back; others get a hook per call.
+		g.oneShot = !reflect.TypeOf(ctx).Comparable()
+		g.watched = nil
+		if !g.oneShot {
+			g.watched = ctx
+		}
+	}
+	g.active = ctx
+	g.deadline, _ = ctx.Deadline()
+	g.armLocked(1)
+	return true
+}
+
+// watching reports whether the hook is registered on ctx. g.watched only
+// ever holds a context of a comparable type, so the comparison cannot panic.
+func (g *gate) watching(ctx context.Context) bool {
+	return g.watched != nil && g.watched == ctx
+}
+
+// arm sets the active call's deadline on the first n connections.
+func (g *gate) arm(n int) {
+	g.mu.Lock()
+	g.armLocked(n)
+	g.mu.Unlock()
+}
+
+func (g *gate) armLocked(n int) {
+	if g.active == nil || g.dead {
+		return
+	}
+	d := g.deadline
+	if g.active.Err() != nil {
+		d = aLongTimeAgo
+	}
+	for i := 0; i < n && i < len(g.conns); i++ {
+		if !g.armed[i].Equal(d) {
+			g.setDeadline(g.conns[i], d)
+			g.armed[i] = d
+		}
+	}
+}
+
+// exit ends the call in progress.
+func (g *gate) exit() {
+	g.mu.Lock()
+	g.active = nil
+	if g.oneShot && g.unwatch != nil {
+		g.unwatch()
+		g.unwatch = nil
+		g.oneShot = false
+	}
+	g.mu.Unlock()
+}
+
+// fire runs when a watched context is done. Hooks of earlier calls may
+// still fire, so it interrupts the call in progress only if that call's own
+// context is done.
+func (g *gate) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.active != nil && g.active.Err() != nil {
+		g.setAll(aLongTimeAgo)
+	}
+}
+
+// kill interrupts the call in progress and turns later calls away.
+func (g *gate) kill() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dead {
+		return
+	}
+	g.dead = true
+	g.setAll(aLongTimeAgo)
+	if g.unwatch != nil {
+		g.unwatch()
+		g.unwatch = nil
+	}
+	g.watched = nil
+}
+
+func (g *gate) setAll(d time.Time) {
+	for i, c := range g.conns {
+		g.setDeadline(c, d)
+		g.armed[i] = d
+	}
+}
+
+func (g *gate) setDeadline(c *conn, d time.Time) {
+	if g.write {
+		c.nc.SetWriteDeadline(d)
+	} else {
+		c.nc.SetReadDeadline(d)
+	}
+}

@@ -1,0 +1,669 @@
+// Package tcp implements transport.Transport over TCP, for ranks on
+// different hosts.
+//
+// # Connections
+//
+// Each pair of ranks (a, b) with a < b shares NSocks connections, all dialed
+// by a: a rank dials the higher ranks and accepts the lower ones. Either side
+// may ask for the pair first. The dialer dials on its first call to the
+// peer (or in Connect), retrying with backoff until Config.ConnectTimeout
+// passes, since the peer may not listen yet; the accepting side waits, for as
+// long as the caller's context allows, for the dialer to come.
+//
+// The dialer opens every connection with a wire.Handshake carrying the job
+// token, the communicator id, both ranks, the world size and the connection's
+// index. The accepting side checks all of it (the token in constant time)
+// and answers with a wire.HandshakeReply that accepts the connection or
+// refuses it with a reason, which it also logs; a dialer that is refused
+// fails at once with a *RefusedError instead of retrying until its timeout.
+//
+// # Frames
+//
+// Messages travel as data frames (see wire.FrameHeader): a header carrying
+// the fingerprint and the message length, written together with the payload
+// in one vectored write, and read straight into the caller's buffer.
+// Messages of 64 KiB and more are cut into NSocks stripes, one per
+// connection, moved at once; smaller ones travel on connection 0. Both ends
+// derive the cut from the message length.
+//
+// Recv reads the header before it touches the caller's buffer. A message
+// that does not match the receive (another fingerprint, or another length
+// that still fits the buffer) is read in full, keeping the stream in step,
+// and reported as an *errs.MismatchError. A message longer than the buffer
+// is not read: the pair's connections are closed, the call reports the
+// mismatch and later calls on that peer report it lost. A frame that breaks
+// the protocol closes the pair's connections likewise, and is logged.
+//
+// A call interrupted by its context part way through a frame leaves the
+// stream out of step: the pair's connections are closed, and later calls on
+// that peer fail with an *errs.PeerError (ErrPeerLost). A call whose context
+// ends before it moved a byte leaves the pair usable.
+//
+// # Failure
+//
+// Abort fails local calls at once, then, in the background, sends an abort
+// frame on every connection whose stream is at a frame boundary, shuts its
+// sending side, and keeps discarding what peers still send, so peers blocked
+// sending to this rank move on to a receive that reports the abort. (A
+// connection left part way through a frame by the abort is only shut; its
+// peer sees it lost rather than aborted.) A peer's abort frame, or the end of
+// its connection, fails every call waiting on it with an *errs.PeerError and
+// closes the pair's connections; a Send blocked on a peer that died fails
+// with the write error as soon as the peer's host resets the connection.
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+const (
+	// DefaultConnectTimeout bounds a dialing sequence when
+	// Config.ConnectTimeout is zero.
+	DefaultConnectTimeout = 30 * time.Second
+	// MaxSockets is the largest Config.NSocks accepted.
+	MaxSockets = 64
+
+	// handshakeTimeout bounds how long an accepted connection may take to
+	// send its handshake.
+	handshakeTimeout = 10 * time.Second
+	// maxPendingHandshakes bounds the accepted connections not yet
+	// through their handshake; more are closed at once.
+	maxPendingHandshakes = 256
+	// abortWriteTimeout bounds the write of an abort frame.
+	abortWriteTimeout = 200 * time.Millisecond
+)
+
+var _ transport.Transport = (*Transport)(nil)
+
+// Config configures a Transport.
+type Config struct {
+	// Rank is this rank, in [0, Size); Size is the number of ranks.
+	Rank, Size int
+	// Token is the job's shared secret; peers that present another one are
+	// refused.
+	Token [32]byte
+	// CommID identifies the communicator; peers of another communicator
+	// are refused.
+	CommID uint64
+	// Listener is this rank's listener, already bound, whose address the
+	// caller has published to the other ranks. The Transport owns it and
+	// closes it in Close.
+	Listener net.Listener
+	// Addrs[r] is rank r's listener address, or "" for ranks not reached
+	// over tcp. Only the addresses of higher ranks are dialed.
+	Addrs []string
+	// NSocks is the number of connections per pair of ranks, over which
+	// large messages are striped; 0 means 1. Both ends must agree.
+	NSocks int
+	// ConnectTimeout bounds each dialing sequence, and Connect's wait for
+	// lower ranks to dial; 0 means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// Logger receives refused connections and protocol violations; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// RefusedError reports that a peer turned this rank's connection away
+// during the handshake. Calls on that peer fail with an *errs.PeerError
+// whose Cause is the RefusedError.
+type RefusedError struct {
+	Peer   int
+	Addr   string
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("tcp: rank %d at %s refused the connection: %s", e.Peer, e.Addr, e.Reason)
+}
+
+// Transport states.
+const (
+	stateOpen int32 = iota
+	stateAborted
+	stateClosed
+)
+
+// Transport is a transport.Transport over TCP. Create it with New; it is safe
+// for the concurrent use the transport.Transport contract allows.
+type Transport struct {
+	rank, size     int
+	token          [32]byte
+	commID         uint64
+	nsocks         int
+	connectTimeout time.Duration
+	addrs          []string
+	ln             net.Listener
+	log            *slog.Logger
+	peers          []*peer // by rank; nil for this rank
+
+	ctx    context.Context // done on Abort or Close
+	cancel context.CancelFunc
+
+	state      atomic.Int32
+	mu         sync.Mutex // guards the fields below and wg.Add
+	abortErr   error      // what calls return after Abort
+	abortText  string     // the cause given to Abort, as text
+	abortFrame []byte     // the abort frame sent to peers
+	pending    map[net.Conn]struct{}
+	wg         sync.WaitGroup
+}
+
+// peer is this rank's side of a pair of ranks.
+type peer struct {
+	t    *Transport
+	rank int
+
+	mu       sync.Mutex
+	conns    []*conn // by socket index, filled as connections come up
+	reserved []bool  // socket index taken by a handshake in progress
+	have     int
+	closed   bool
+	ready    chan struct{} // closed once all connections are up
+
+	dialOnce sync.Once
+	failure  atomic.Pointer[error]
+	failed   chan struct{} // closed when failure is set
+
+	send, recv gate
+	sendW      []*worker // for connections 1..NSocks-1
+	recvW      []*worker
+}
+
+// New returns a Transport for cfg and starts accepting connections on
+// cfg.Listener. It connects nothing yet: see Connect.
+func New(cfg Config) (*Transport, error) {
+	switch {
+	case cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size:
+		return nil, fmt.Errorf("tcp: rank %d in a world of %d: %w", cfg.Rank, cfg.Size, errs.ErrInvalidArgument)
+	case cfg.Listener == nil:
+		return nil, fmt.Errorf("tcp: no listener: %w", errs.ErrInvalidArgument)
+	case len(cfg.Addrs) != cfg.Size:
+		return nil, fmt.Errorf("tcp: %d addresses for %d ranks: %w", len(cfg.Addrs), cfg.Size, errs.ErrInvalidArgument)
+	case cfg.NSocks < 0 || cfg.NSocks > MaxSockets:
+		return nil, fmt.Errorf("tcp: %d sockets per peer, want 1 to %d: %w", cfg.NSocks, MaxSockets, errs.ErrInvalidArgument)
+	case cfg.ConnectTimeout < 0:
+		return nil, fmt.Errorf("tcp: negative connect timeout: %w", errs.ErrInvalidArgument)
+	}
+	t := &Transport{
+		rank:           cfg.Rank,
+		size:           cfg.Size,
+		token:          cfg.Token,
+		commID:         cfg.CommID,
+		nsocks:         max(cfg.NSocks, 1),
+		connectTimeout: cfg.ConnectTimeout,
+		addrs:          append([]string(nil), cfg.Addrs...),
+		ln:             cfg.Listener,
+		log:            cfg.Logger,
+		peers:          make([]*peer, cfg.Size),
+		pending:        make(map[net.Conn]struct{}),
+	}
+	if t.connectTimeout == 0 {
+		t.connectTimeout = DefaultConnectTimeout
+	}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	t.log = t.log.With("transport", "tcp", "rank", t.rank)
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	for r := range t.peers {
+		if r == t.rank {
+			continue
+		}
+		t.peers[r] = &peer{
+			t:        t,
+			rank:     r,
+			conns:    make([]*conn, t.nsocks),
+			reserved: make([]bool, t.nsocks),
+			ready:    make(chan struct{}),
+			failed:   make(chan struct{}),
+			send:     gate{write: true},
+		}
+	}
+	t.spawn(t.acceptLoop)
+	return t, nil
+}
+
+// Rank returns this rank.
+func (t *Transport) Rank() int { return t.rank }
+
+// Size returns the number of ranks.
+func (t *Transport) Size() int { return t.size }
+
+// Connect sets up the connections to peers now rather than on first use.
+// Both ranks of a pair should call it: the lower one dials, the higher one
+// waits for it, for at most ConnectTimeout.
+func (t *Transport) Connect(ctx context.Context, peers []int) error {
+	for _, r := range peers {
+		if _, err := t.lookup(r); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.connectTimeout)
+	defer cancel()
+	for _, r := range peers {
+		if r > t.rank {
+			if err := t.startDial(t.peers[r]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range peers {
+		if _, err := t.connected(cctx, r); err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("tcp: rank %d did not connect within %v: %w", r, t.connectTimeout, errs.ErrTimeout)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Send sends p to peer as one message under fingerprint fp. It returns once
+// p is handed to the kernel, so p may be reused.
+func (t *Transport) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	pr, err := t.connected(ctx, peer)
+	if err != nil {
+		return err
+	}
+	if !pr.send.enter(ctx) {
+		return t.deadErr(ctx, pr)
+	}
+	defer pr.send.exit()
+	total := uint64(len(p))
+	k := stripes(total, t.nsocks)
+	if k == 1 {
+		n, err := pr.conns[0].writeFrame(fp, total, p)
+		if err != nil {
+			return t.ioFailed(ctx, pr, err, n > 0, "send")
+		}
+		return nil
+	}
+	pr.send.arm(k)
+	dispatched := 0
+	for i := 1; i < k; i++ {
+		off, n := stripe(total, k, i)
+		select {
+		case pr.sendW[i-1].jobs <- job{fp: *fp, total: total, buf: p[off : off+n]}:
+			dispatched++
+		case <-t.ctx.Done():
+		}
+	}
+	_, n0 := stripe(total, k, 0)
+	moved, err := pr.conns[0].writeFrame(fp, total, p[:n0])
+	if err != nil {
+		pr.send.interrupt()
+	}
+	for i := 1; i <= dispatched; i++ {
+		r := <-pr.sendW[i-1].done
+		moved += r.n
+		if r.err != nil && err == nil {
+			err = r.err
+			pr.send.interrupt()
+		}
+	}
+	if err == nil && dispatched < k-1 {
+		err = net.ErrClosed
+	}
+	if err != nil {
+		return t.ioFailed(ctx, pr, err, moved > 0, "send")
+	}
+	return nil
+}
+
+// Recv receives the next message from peer into p. The message must carry
+// fingerprint *fp and be len(p) bytes long; otherwise Recv returns an
+// *errs.MismatchError (see the package documentation for what becomes of
+// the connection).
+func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	pr, err := t.connected(ctx, peer)
+	if err != nil {
+		return err
+	}
+	if !pr.recv.enter(ctx) {
+		return t.deadErr(ctx, pr)
+	}
+	defer pr.recv.exit()
+	c0 := pr.conns[0]
+	c0.rmu.Lock()
+	defer c0.rmu.Unlock()
+
+	h, n, err := c0.readHeader(peer)
+	if err != nil {
+		return t.ioFailed(ctx, pr, err, n > 0, "receive")
+	}
+	if h.Type == wire.FrameAbort {
+		return pr.fail(c0.abortError(peer, &h))
+	}
+	want := uint64(len(p))
+	if h.Total > want {
+		// Reading it would need a buffer we do not have; the stream
+		// cannot be kept in step.
+		t.log.Warn("tcp: closing connections to a peer that sent a message longer than the receive",
+			"peer", peer, "bytes", h.Total, "want", want, "fingerprint", h.Fingerprint.String())
+		pr.fail(&errs.PeerError{Peer: peer, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+			"tcp: connection closed after rank %d sent a %d-byte message to a %d-byte receive", peer, h.Total, want)})
+		return mismatch(peer, fp, &h.Fingerprint, h.Total, want)
+	}
+	k := stripes(h.Total, t.nsocks)
+	_, n0 := stripe(h.Total, k, 0)
+	if h.Len != n0 {
+		return t.ioFailed(ctx, pr, fmt.Errorf("rank %d sent stripe 0 as %d bytes of a %d-byte message, want %d: %w",
+			peer, h.Len, h.Total, n0, errProtocol), true, "receive")
+	}
+	buf := p[:h.Total]
+	dispatched := 0
+	if k > 1 {
+		pr.recv.arm(k)
+		for i := 1; i < k; i++ {
+			off, n := stripe(h.Total, k, i)
+			select {
+			case pr.recvW[i-1].jobs <- job{recv: true, fp: h.Fingerprint, total: h.Total, buf: buf[off : off+n]}:
+				dispatched++
+			case <-t.ctx.Done():
+			}
+		}
+	}
+	m, err := io.ReadFull(c0.nc, buf[:n0])
+	moved := int64(n + m)
+	if err != nil {
+		pr.recv.interrupt()
+	}
+	for i := 1; i <= dispatched; i++ {
+		r := <-pr.recvW[i-1].done
+		moved += r.n
+		if r.err != nil && err == nil {
+			err = r.err
+			pr.recv.interrupt()
+		}
+	}
+	if err == nil && dispatched < k-1 {
+		err = net.ErrClosed
+	}
+	if err != nil {
+		return t.ioFailed(ctx, pr, err, true, "receive")
+	}
+	if h.Fingerprint != *fp || h.Total != want {
+		return mismatch(peer, fp, &h.Fingerprint, h.Total, want)
+	}
+	return nil
+}
+
+func mismatch(peer int, local, remote *wire.Fingerprint, got, want uint64) error {
+	e := &errs.MismatchError{Peer: peer, Local: *local, Remote: *remote}
+	if got != want {
+		e.Detail = fmt.Sprintf("%d bytes vs %d bytes", got, want)
+	}
+	return e
+}
+
+// Abort fails pending and later calls with an error wrapping
+// errs.ErrAborted and tells the peers, without waiting for them.
+func (t *Transport) Abort(cause error) {
+	text := "aborted"
+	if cause != nil {
+		text = cause.Error()
+	}
+	t.mu.Lock()
+	if t.state.Load() != stateOpen {
+		t.mu.Unlock()
+		return
+	}
+	t.abortErr = fmt.Errorf("tcp: rank %d aborted: %s: %w", t.rank, text, errs.ErrAborted)
+	t.abortText = text
+	t.abortFrame = wire.AppendAbortFrame(nil, text)
+	t.state.Store(stateAborted)
+	t.mu.Unlock()
+	t.cancel()
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		pr.send.kill()
+		pr.recv.kill()
+		pr.mu.Lock()
+		for _, c := range pr.conns {
+			if c != nil {
+				t.abortConn(c)
+			}
+		}
+		pr.mu.Unlock()
+	}
+}
+
+// abortConn tells the peer at the other end of c about the abort and keeps
+// discarding what it sends, in the background.
+func (t *Transport) abortConn(c *conn) {
+	t.spawn(func() {
+		c.writeAbort(t.abortFrame, abortWriteTimeout)
+		c.drain()
+	})
+}
+
+// Close releases the listener, the connections and the goroutines, without
+// waiting for peers. Calls in progress and later fail with an error wrapping
+// errs.ErrClosed.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.state.Load() == stateClosed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.state.Store(stateClosed)
+	pending := make([]net.Conn, 0, len(t.pending))
+	for c := range t.pending {
+		pending = append(pending, c)
+	}
+	t.mu.Unlock()
+	t.cancel()
+	err := t.ln.Close()
+	for _, c := range pending {
+		c.Close()
+	}
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		pr.send.kill()
+		pr.recv.kill()
+		pr.closeConns()
+	}
+	t.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// spawn runs f in a goroutine that Close waits for. It reports false, and
+// runs nothing, once the transport is closed.
+func (t *Transport) spawn(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state.Load() == stateClosed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// stateErr returns the error for calls after Abort or Close, or nil.
+func (t *Transport) stateErr() error {
+	switch t.state.Load() {
+	case stateAborted:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.state.Load() == stateAborted {
+			return t.abortErr
+		}
+		fallthrough
+	case stateClosed:
+		return fmt.Errorf("tcp: rank %d: %w", t.rank, errs.ErrClosed)
+	}
+	return nil
+}
+
+// lookup returns the peer for rank r after checking it.
+func (t *Transport) lookup(r int) (*peer, error) {
+	if r < 0 || r >= t.size || r == t.rank {
+		return nil, fmt.Errorf("tcp: rank %d has no peer %d in a world of %d: %w", t.rank, r, t.size, errs.ErrInvalidArgument)
+	}
+	if r > t.rank && t.addrs[r] == "" {
+		return nil, fmt.Errorf("tcp: no address for rank %d: %w", r, errs.ErrInvalidArgument)
+	}
+	return t.peers[r], nil
+}
+
+// connected returns the peer for rank r once its connections are up,
+// starting to dial it if this rank is the one to.
+func (t *Transport) connected(ctx context.Context, r int) (*peer, error) {
+	if err := t.stateErr(); err != nil {
+		return nil, err
+	}
+	pr, err := t.lookup(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := pr.err(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tcp: rank %d: %w", r, err)
+	}
+	select {
+	case <-pr.ready:
+		return pr, nil
+	default:
+	}
+	if r > t.rank {
+		if err := t.startDial(pr); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case <-pr.ready:
+		return pr, nil
+	case <-pr.failed:
+		return nil, pr.err()
+	case <-t.ctx.Done():
+		return nil, t.stateErr()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("tcp: waiting for the connection to rank %d: %w", r, ctx.Err())
+	}
+}
+
+// callErr returns the error for a call on pr that could not go on because
+// of the transport's state, the peer's failure, or the end of ctx, in that
+// order of precedence; nil if none of them applies. ioErr is the I/O error
+// the call saw, if any.
+func (t *Transport) callErr(ctx context.Context, pr *peer, ioErr error) error {
+	if err := t.stateErr(); err != nil {
+		return err
+	}
+	if err := pr.err(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("tcp: rank %d: %w", pr.rank, err)
+	}
+	if errors.Is(ioErr, os.ErrDeadlineExceeded) {
+		// The socket deadline can pass a moment before the context
+		// notices its own.
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return fmt.Errorf("tcp: rank %d: %w", pr.rank, context.DeadlineExceeded)
+		}
+	}
+	return nil
+}
+
+// deadErr returns the error for a call turned away by a dead gate.
+func (t *Transport) deadErr(ctx context.Context, pr *peer) error {
+	if err := t.callErr(ctx, pr, nil); err != nil {
+		return err
+	}
+	return fmt.Errorf("tcp: rank %d: %w", t.rank, errs.ErrClosed) // not reached: gates die with a cause
+}
+
+// ioFailed returns the error for a call on pr whose I/O failed with ioErr.
+// broken reports that the stream was left part way through a frame.
+func (t *Transport) ioFailed(ctx context.Context, pr *peer, ioErr error, broken bool, what string) error {
+	var perr *errs.PeerError
+	switch {
+	case errors.As(ioErr, &perr):
+		// The peer aborted (told on a striped connection).
+		return pr.fail(perr)
+	case errors.Is(ioErr, errProtocol):
+		t.log.Warn("tcp: closing connections to a peer that broke the protocol", "peer", pr.rank, "err", ioErr)
+		return pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: ioErr})
+	}
+	err := t.callErr(ctx, pr, ioErr)
+	if err == nil {
+		// Nothing of ours stopped the call: the connection failed.
+		return pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost,
+			Cause: fmt.Errorf("tcp: connection lost during %s: %w", what, ioErr)})
+	}
+	if broken && t.state.Load() == stateOpen {
+		pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+			"tcp: connection closed after a %s was interrupted part way: %v", what, err)})
+	}
+	return err
+}
+
+// err returns the peer's failure, or nil.
+func (pr *peer) err() error {
+	if e := pr.failure.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// fail records err as the peer's failure unless one is already recorded,
+// interrupts the calls on the peer and closes its connections. It returns
+// the recorded failure.
+func (pr *peer) fail(err error) error {
+	if !pr.failure.CompareAndSwap(nil, &err) {
+		return pr.err()
+	}
+	close(pr.failed)
+	pr.send.kill()
+	pr.recv.kill()
+	pr.closeConns()
+	return err
+}
+
+// closeConns closes the peer's connections; connections that come up later
+// are closed at once.
+func (pr *peer) closeConns() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.closed = true
+	for _, c := range pr.conns {
+		if c != nil {
+			c.nc.Close()
+		}
+	}
+}
+
+// interrupt makes the I/O in progress through g fail at once; the call then
+// reports the failure that caused it.
+func (g *gate) interrupt() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.setAll(aLongTimeAgo)
+}

@@ -1,0 +1,798 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+func TestStripe(t *testing.T) {
+	for _, total := range []uint64{0, 1, stripeMin - 1, stripeMin, stripeMin + 1, 1 << 20, 4<<20 + 17, 1<<30 + 5} {
+		for _, n := range []int{1, 2, 3, 8, MaxSockets} {
+			k := stripes(total, n)
+			if total < stripeMin && k != 1 {
+				t.Errorf("stripes(%d, %d) = %d, want 1 below the threshold", total, n, k)
+			}
+			var next uint64
+			for i := 0; i < k; i++ {
+				off, l := stripe(total, k, i)
+				if off != next {
+					t.Fatalf("stripe(%d, %d, %d) starts at %d, want %d", total, k, i, off, next)
+				}
+				next = off + l
+			}
+			if next != total {
+				t.Errorf("stripes of a %d-byte message over %d cover %d bytes", total, k, next)
+			}
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	good := Config{Rank: 0, Size: 2, Listener: ln, Addrs: []string{"a", "b"}}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"rank out of range", func(c *Config) { c.Rank = 2 }},
+		{"negative rank", func(c *Config) { c.Rank = -1 }},
+		{"empty world", func(c *Config) { c.Size, c.Addrs = 0, nil }},
+		{"no listener", func(c *Config) { c.Listener = nil }},
+		{"addresses", func(c *Config) { c.Addrs = c.Addrs[:1] }},
+		{"too many sockets", func(c *Config) { c.NSocks = MaxSockets + 1 }},
+		{"negative sockets", func(c *Config) { c.NSocks = -1 }},
+		{"negative timeout", func(c *Config) { c.ConnectTimeout = -time.Second }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := good
+			tt.mod(&cfg)
+			if _, err := New(cfg); !errors.Is(err, errs.ErrInvalidArgument) {
+				t.Errorf("New: %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+}
+
+func TestBadPeerArguments(t *testing.T) {
+	w := newWorld(t, 3, 1)
+	w.addrs[2] = ""
+	tr := w.transport(1)
+	ctx := context.Background()
+	fp := fpFor(0, 0)
+	for _, peer := range []int{-1, 1, 3, 2} {
+		if err := tr.Send(ctx, peer, &fp, nil); !errors.Is(err, errs.ErrInvalidArgument) {
+			t.Errorf("Send to %d: %v, want ErrInvalidArgument", peer, err)
+		}
+		if err := tr.Recv(ctx, peer, &fp, nil); !errors.Is(err, errs.ErrInvalidArgument) {
+			t.Errorf("Recv from %d: %v, want ErrInvalidArgument", peer, err)
+		}
+	}
+}
+
+// TestInProcessExchange runs the exchange of the process tests between
+// goroutines, where the race detector sees both ends.
+func TestInProcessExchange(t *testing.T) {
+	for _, nsocks := range []int{1, 4} {
+		t.Run(fmt.Sprintf("nsocks=%d", nsocks), func(t *testing.T) {
+			const n = 3
+			w := newWorld(t, n, nsocks)
+			trs := make([]*Transport, n)
+			for r := range trs {
+				trs[r] = w.transport(r)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			runAll(t, trs, func(tr *Transport) error { return exchange(ctx, tr) })
+		})
+	}
+}
+
+func runAll(t *testing.T, trs []*Transport, f func(*Transport) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(trs))
+	for _, tr := range trs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(tr); err != nil {
+				errc <- fmt.Errorf("rank %d: %w", tr.Rank(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+}
+
+// TestLazyConnect checks that either rank of a pair may need it first.
+func TestLazyConnect(t *testing.T) {
+	for _, first := range []int{0, 1} {
+		t.Run(fmt.Sprintf("rank %d first", first), func(t *testing.T) {
+			w := newWorld(t, 2, 2)
+			trs := []*Transport{w.transport(0), w.transport(1)}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			other := 1 - first
+			got := make(chan error, 1)
+			go func() {
+				// The first rank waits to receive; the other rank
+				// sends only later.
+				p := make([]byte, 3)
+				fp := fpFor(1, 3)
+				err := trs[first].Recv(ctx, other, &fp, p)
+				if err == nil && string(p) != "abc" {
+					err = fmt.Errorf("got %q", p)
+				}
+				got <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			fp := fpFor(1, 3)
+			if err := trs[other].Send(ctx, first, &fp, []byte("abc")); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestDialRetriesUntilPeerListens(t *testing.T) {
+	w := newWorld(t, 2, 1)
+	// Rank 1 is not listening yet: free its port and bind it again later.
+	addr := w.addrs[1]
+	w.lns[1].Close()
+	tr0 := w.transport(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- tr0.Connect(ctx, []int{1}) }()
+	time.Sleep(300 * time.Millisecond)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("could not bind %s again: %v", addr, err)
+	}
+	w.lns[1] = ln
+	tr1 := w.transport(1)
+	if err := tr1.Connect(ctx, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConnectTimeout(t *testing.T) {
+	t.Run("accepting side", func(t *testing.T) {
+		w := newWorld(t, 2, 1)
+		tr, err := New(Config{Rank: 1, Size: 2, Token: testToken, Listener: w.lns[1], Addrs: w.addrs, ConnectTimeout: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lns[1] = nil
+		defer tr.Close()
+		start := time.Now()
+		err = tr.Connect(context.Background(), []int{0})
+		if !errors.Is(err, errs.ErrTimeout) {
+			t.Fatalf("Connect to a rank that never dials: %v, want ErrTimeout", err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+			t.Errorf("Connect gave up after %v, want about 200ms", d)
+		}
+	})
+	t.Run("dialing side", func(t *testing.T) {
+		w := newWorld(t, 2, 1)
+		w.lns[1].Close() // nothing listens at rank 1's address
+		w.lns[1] = nil
+		tr, err := New(Config{Rank: 0, Size: 2, Token: testToken, Listener: w.lns[0], Addrs: w.addrs, ConnectTimeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lns[0] = nil
+		defer tr.Close()
+		start := time.Now()
+		fp := fpFor(0, 0)
+		err = tr.Send(context.Background(), 1, &fp, nil)
+		if !errors.Is(err, errs.ErrTimeout) || !errors.Is(err, errs.ErrPeerLost) {
+			t.Fatalf("Send to a rank that never listens: %v, want ErrTimeout and ErrPeerLost", err)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
+			t.Errorf("dialing gave up after %v, want about 300ms", d)
+		}
+	})
+}
+
+func TestContext(t *testing.T) {
+	setup := func(t *testing.T) (*Transport, *Transport) {
+		w := newWorld(t, 2, 2)
+		tr0, tr1 := w.transport(0), w.transport(1)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		runAll(t, []*Transport{tr0, tr1}, func(tr *Transport) error { return tr.Connect(ctx, []int{1 - tr.Rank()}) })
+		return tr0, tr1
+	}
+	// roundTrip checks the pair still works.
+	roundTrip := func(t *testing.T, tr0, tr1 *Transport) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		fp := fpFor(7, 5)
+		errc := make(chan error, 1)
+		go func() { errc <- tr0.Send(ctx, 1, &fp, []byte("hello")) }()
+		p := make([]byte, 5)
+		if err := tr1.Recv(ctx, 0, &fp, p); err != nil || string(p) != "hello" {
+			t.Fatalf("Recv after the interrupted call: %q, %v", p, err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("recv deadline", func(t *testing.T) {
+		tr0, tr1 := setup(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		fp := fpFor(1, 8)
+		err := tr1.Recv(ctx, 0, &fp, make([]byte, 8))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Recv past its deadline: %v, want context.DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Recv returned %v after its 100ms deadline", d)
+		}
+		// Nothing was read: the pair is still usable.
+		roundTrip(t, tr0, tr1)
+	})
+	t.Run("recv cancel", func(t *testing.T) {
+		tr0, tr1 := setup(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		fp := fpFor(1, 8)
+		start := time.Now()
+		err := tr1.Recv(ctx, 0, &fp, make([]byte, 8))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Recv: %v, want context.Canceled", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Recv returned %v after being cancelled at 100ms", d)
+		}
+		roundTrip(t, tr0, tr1)
+		// The same context, long cancelled, comes back.
+		if err := tr1.Recv(ctx, 0, &fp, make([]byte, 8)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Recv under a cancelled context: %v, want context.Canceled", err)
+		}
+		roundTrip(t, tr0, tr1)
+	})
+	t.Run("recv cancel, context of a non-comparable type", func(t *testing.T) {
+		tr0, tr1 := setup(t)
+		parent, cancel := context.WithCancel(context.Background())
+		ctx := uncomparableCtx{Context: parent}
+		fp := fpFor(1, 8)
+		// A call that completes, then one that is cancelled.
+		errc := make(chan error, 1)
+		go func() { errc <- tr0.Send(ctx, 1, &fp, make([]byte, 8)) }()
+		if err := tr1.Recv(ctx, 0, &fp, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(100*time.Millisecond, cancel)
+		if err := tr1.Recv(ctx, 0, &fp, make([]byte, 8)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Recv: %v, want context.Canceled", err)
+		}
+		roundTrip(t, tr0, tr1)
+	})
+	t.Run("send deadline mid-message", func(t *testing.T) {
+		tr0, tr1 := setup(t)
+		big := make([]byte, 64<<20)
+		fp := fpFor(1, len(big))
+		// Far more than the socket buffers hold: the send starts at
+		// once and blocks part way.
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := tr0.Send(ctx, 1, &fp, big)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Send past its deadline: %v, want context.DeadlineExceeded", err)
+		}
+		// The message was cut short: the pair is gone on both sides.
+		if err := tr0.Send(context.Background(), 1, &fp, nil); !errors.Is(err, errs.ErrPeerLost) {
+			t.Errorf("Send after an interrupted send: %v, want ErrPeerLost", err)
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if err := tr1.Recv(rctx, 0, &fp, big); !errors.Is(err, errs.ErrPeerLost) {
+			t.Errorf("Recv of the cut message: %v, want ErrPeerLost", err)
+		}
+	})
+}
+
+func TestAbort(t *testing.T) {
+	w := newWorld(t, 3, 2)
+	trs := []*Transport{w.transport(0), w.transport(1), w.transport(2)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runAll(t, trs, func(tr *Transport) error { return barrier(ctx, tr) })
+
+	// Rank 1 waits on rank 0 and on rank 2 when rank 0 aborts.
+	type res struct {
+		peer int
+		err  error
+	}
+	results := make(chan res, 2)
+	for _, peer := range []int{0, 2} {
+		go func() {
+			fp := fpFor(1, 8)
+			results <- res{peer, trs[1].Recv(ctx, peer, &fp, make([]byte, 8))}
+		}()
+	}
+	// Rank 2 is blocked receiving from rank 0 too.
+	fromZero := make(chan error, 1)
+	go func() {
+		fp := fpFor(1, 1<<20)
+		fromZero <- trs[2].Recv(ctx, 0, &fp, make([]byte, 1<<20))
+	}()
+	// And rank 0 itself is blocked receiving from rank 2.
+	local := make(chan error, 1)
+	go func() {
+		fp := fpFor(1, 8)
+		local <- trs[0].Recv(ctx, 2, &fp, make([]byte, 8))
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	trs[0].Abort(errors.New("out of patience"))
+
+	if err := <-local; !errors.Is(err, errs.ErrAborted) {
+		t.Errorf("aborted rank's own Recv: %v, want ErrAborted", err)
+	}
+	checkPeerAborted := func(who string, err error) {
+		t.Helper()
+		var perr *errs.PeerError
+		if !errors.As(err, &perr) || perr.Peer != 0 || perr.Kind != errs.ErrAborted || perr.Cause == nil || perr.Cause.Error() != "out of patience" {
+			t.Errorf("%s: %v, want PeerError{Peer: 0, Kind: ErrAborted, Cause: out of patience}", who, err)
+		}
+	}
+	checkPeerAborted("rank 2's Recv from rank 0", <-fromZero)
+	r := <-results
+	if r.peer != 0 {
+		t.Fatalf("rank 1's Recv from rank %d returned first: %v", r.peer, r.err)
+	}
+	checkPeerAborted("rank 1's Recv from rank 0", r.err)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("peers learned of the abort after %v", d)
+	}
+	// Rank 1 and 2 are unaffected between themselves.
+	fp := fpFor(1, 8)
+	if err := trs[2].Send(ctx, 1, &fp, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-results; r.err != nil {
+		t.Fatalf("Recv from rank %d: %v", r.peer, r.err)
+	}
+	// Later calls on the aborted rank fail at once.
+	if err := trs[0].Send(ctx, 1, &fp, nil); !errors.Is(err, errs.ErrAborted) {
+		t.Errorf("Send after Abort: %v, want ErrAborted", err)
+	}
+	trs[0].Abort(errors.New("again")) // no effect, no hang
+	if err := trs[0].Close(); err != nil {
+		t.Errorf("Close after Abort: %v", err)
+	}
+	if err := trs[0].Send(ctx, 1, &fp, nil); !errors.Is(err, errs.ErrClosed) {
+		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A rank that joins a pair after its peer aborted learns of the abort in the
+// handshake.
+func TestAbortBeforeConnect(t *testing.T) {
+	w := newWorld(t, 2, 1)
+	tr0, tr1 := w.transport(0), w.transport(1)
+	tr1.Abort(errors.New("gave up early"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	fp := fpFor(0, 0)
+	err := tr0.Send(ctx, 1, &fp, nil)
+	var perr *errs.PeerError
+	if !errors.As(err, &perr) || perr.Kind != errs.ErrAborted || perr.Cause == nil || perr.Cause.Error() != "gave up early" {
+		t.Fatalf("Send to an aborted rank: %v, want PeerError{Kind: ErrAborted, Cause: gave up early}", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	w := newWorld(t, 2, 3)
+	tr0, tr1 := w.transport(0), w.transport(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runAll(t, []*Transport{tr0, tr1}, func(tr *Transport) error { return exchange(ctx, tr) })
+
+	blocked := make(chan error, 2)
+	go func() {
+		fp := fpFor(1, 8)
+		blocked <- tr0.Recv(ctx, 1, &fp, make([]byte, 8))
+	}()
+	go func() {
+		big := make([]byte, 32<<20)
+		fp := fpFor(1, len(big))
+		blocked <- tr0.Send(ctx, 1, &fp, big)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if err := tr0.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-blocked; !errors.Is(err, errs.ErrClosed) {
+			t.Errorf("call blocked during Close: %v, want ErrClosed", err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close and the calls it ended took %v", d)
+	}
+	if err := tr0.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// The peer sees the pair go, part way through the message.
+	fp := fpFor(1, 32<<20)
+	if err := tr1.Recv(ctx, 0, &fp, make([]byte, 32<<20)); !errors.Is(err, errs.ErrPeerLost) {
+		t.Errorf("Recv from a closed rank: %v, want ErrPeerLost", err)
+	}
+	tr1.Close()
+	waitGoroutines(t, before)
+}
+
+// uncomparableCtx is a context whose dynamic type cannot be compared with ==.
+type uncomparableCtx struct {
+	context.Context
+	_ []int
+}
+
+// waitGoroutines fails the test if the number of goroutines does not come
+// back to n.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines left, want %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWrongToken(t *testing.T) {
+	w := newWorld(t, 3, 1)
+	server := w.transport(2)
+	good := w.transport(1)
+	bad, err := New(Config{Rank: 0, Size: 3, Token: [32]byte{'n', 'o', 'p', 'e'}, CommID: testCommID,
+		Listener: w.lns[0], Addrs: w.addrs, ConnectTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.lns[0] = nil
+	defer bad.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	err = bad.Connect(ctx, []int{2})
+	var refused *RefusedError
+	if !errors.As(err, &refused) || refused.Peer != 2 || refused.Reason != "job token mismatch" {
+		t.Fatalf("Connect with the wrong token: %v, want a RefusedError for a token mismatch", err)
+	}
+	if !errors.Is(err, errs.ErrPeerLost) {
+		t.Errorf("refusal %v does not wrap ErrPeerLost", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("refusal took %v; it should not wait for the connect timeout", d)
+	}
+	if log := w.logs.String(); !strings.Contains(log, "refused connection") || !strings.Contains(log, "job token mismatch") {
+		t.Errorf("server log lacks the refusal:\n%s", log)
+	}
+	// The listener keeps serving the right peers.
+	runAll(t, []*Transport{server, good}, func(tr *Transport) error {
+		return barrier2(ctx, tr, 3-tr.Rank())
+	})
+}
+
+// barrier2 exchanges an empty message with one peer.
+func barrier2(ctx context.Context, tr *Transport, peer int) error {
+	fp := fpFor(-1, 0)
+	errc := make(chan error, 1)
+	go func() { errc <- tr.Send(ctx, peer, &fp, nil) }()
+	if err := tr.Recv(ctx, peer, &fp, nil); err != nil {
+		return err
+	}
+	return <-errc
+}
+
+// rawHandshake returns the encoding of a handshake from rank to target in a
+// world of size.
+func rawHandshake(rank, target, size, nsocks int, mod func(*wire.Handshake)) []byte {
+	h := wire.Handshake{Version: wire.HandshakeVersion, Token: testToken, CommID: testCommID,
+		Rank: uint32(rank), Target: uint32(target), Size: uint32(size), Sockets: uint16(nsocks)}
+	if mod != nil {
+		mod(&h)
+	}
+	b := make([]byte, wire.HandshakeSize)
+	h.MarshalTo(b)
+	return b
+}
+
+// TestHostilePeers throws raw sockets at a live transport (rank 3 of 4) and
+// checks it refuses them, logs why, never allocates what a frame claims, and
+// keeps serving its legitimate peer (rank 2).
+func TestHostilePeers(t *testing.T) {
+	w := newWorld(t, 4, 1)
+	server := w.transport(3)
+	good := w.transport(2)
+	addr := w.addrs[3]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runAll(t, []*Transport{server, good}, func(tr *Transport) error { return barrier2(ctx, tr, 5-tr.Rank()) })
+
+	dial := func(t *testing.T) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c
+	}
+	// refused sends b and expects a refusal whose reason contains want.
+	refused := func(t *testing.T, b []byte, want string) {
+		t.Helper()
+		c := dial(t)
+		c.Write(b)
+		rep, err := wire.ReadHandshakeReply(c)
+		if err != nil {
+			t.Fatalf("no reply: %v", err)
+		}
+		if rep.Status != wire.ReplyRefuse || !strings.Contains(rep.Reason, want) {
+			t.Fatalf("reply %v %q, want a refusal saying %q", rep.Status, rep.Reason, want)
+		}
+		if !strings.Contains(w.logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, w.logs.String())
+		}
+	}
+
+	t.Run("refused handshakes", func(t *testing.T) {
+		garbage := make([]byte, wire.HandshakeSize)
+		for i := range garbage {
+			garbage[i] = byte(i*37 + 11)
+		}
+		tests := []struct {
+			name string
+			b    []byte
+			want string
+		}{
+			{"garbage", garbage, "malformed handshake"},
+			{"http", []byte("GET / HTTP/1.1\r\nHost: example\r\nAccept: */*\r\n\r\n"), "malformed handshake"},
+			{"version", rawHandshake(0, 3, 4, 1, func(h *wire.Handshake) { h.Version = 9 }), "malformed handshake"},
+			{"token", rawHandshake(0, 3, 4, 1, func(h *wire.Handshake) { h.Token[0]++ }), "job token mismatch"},
+			{"communicator", rawHandshake(0, 3, 4, 1, func(h *wire.Handshake) { h.CommID++ }), "communicator"},
+			{"world size", rawHandshake(0, 3, 5, 1, nil), "world of 5 ranks"},
+			{"target", rawHandshake(0, 2, 4, 1, nil), "meant for rank 2"},
+			{"sockets", rawHandshake(0, 3, 4, 2, nil), "2 sockets per peer"},
+			{"duplicate", rawHandshake(2, 3, 4, 1, nil), "already connected"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) { refused(t, tt.b, tt.want) })
+		}
+	})
+
+	t.Run("higher rank dials", func(t *testing.T) {
+		w2 := newWorld(t, 2, 1)
+		w2.transport(0)
+		c, err := net.Dial("tcp", w2.addrs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write(rawHandshake(1, 0, 2, 1, nil))
+		rep, err := wire.ReadHandshakeReply(c)
+		if err != nil || rep.Status != wire.ReplyRefuse || !strings.Contains(rep.Reason, "higher ranks wait") {
+			t.Fatalf("reply %+v, %v; want a refusal", rep, err)
+		}
+	})
+
+	t.Run("truncated handshake", func(t *testing.T) {
+		c := dial(t)
+		c.Write(rawHandshake(0, 3, 4, 1, nil)[:10])
+		c.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(w.logs.String(), "no complete handshake") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line for the truncated handshake:\n%s", w.logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// One that stays open and silent does not hold anything up.
+		dial(t).Write([]byte("HCOM"))
+	})
+
+	t.Run("frame claiming 2^40 bytes", func(t *testing.T) {
+		c := dial(t)
+		c.Write(rawHandshake(0, 3, 4, 1, nil))
+		if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+			t.Fatalf("handshake: %+v, %v", rep, err)
+		}
+		fp := fpFor(1, 1024)
+		h := wire.FrameHeader{Type: wire.FrameData, Len: 1 << 40, Total: 1 << 40, Fingerprint: fp}
+		b := make([]byte, wire.FrameHeaderSize)
+		h.MarshalTo(b)
+		c.Write(b)
+		c.Write(make([]byte, 4096))
+
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := server.Recv(ctx, 0, &fp, make([]byte, 1024))
+		runtime.ReadMemStats(&after)
+		var m *errs.MismatchError
+		if !errors.As(err, &m) || m.Detail != fmt.Sprintf("%d bytes vs 1024 bytes", uint64(1)<<40) {
+			t.Fatalf("Recv of a 2^40-byte frame: %v, want a length mismatch", err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+			t.Errorf("Recv allocated %d bytes", grew)
+		}
+		if err := server.Recv(ctx, 0, &fp, make([]byte, 1024)); !errors.Is(err, errs.ErrPeerLost) {
+			t.Errorf("Recv after the oversized frame: %v, want ErrPeerLost", err)
+		}
+		// The server closed the connection.
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Error("connection still open")
+		}
+	})
+
+	t.Run("garbage frame", func(t *testing.T) {
+		c := dial(t)
+		c.Write(rawHandshake(1, 3, 4, 1, nil))
+		if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+			t.Fatalf("handshake: %+v, %v", rep, err)
+		}
+		junk := make([]byte, wire.FrameHeaderSize+100)
+		for i := range junk {
+			junk[i] = 0xEE
+		}
+		c.Write(junk)
+		fp := fpFor(1, 100)
+		err := server.Recv(ctx, 1, &fp, make([]byte, 100))
+		var perr *errs.PeerError
+		if !errors.As(err, &perr) || perr.Peer != 1 || !errors.Is(err, errs.ErrPeerLost) {
+			t.Fatalf("Recv of a garbage frame: %v, want PeerError{Peer: 1, Kind: ErrPeerLost}", err)
+		}
+		if !strings.Contains(w.logs.String(), "broke the protocol") {
+			t.Errorf("no log line for the garbage frame:\n%s", w.logs.String())
+		}
+	})
+
+	t.Run("truncated frame", func(t *testing.T) {
+		// Rank 1's slot is taken; a fresh world for a fresh slot.
+		w2 := newWorld(t, 2, 1)
+		srv := w2.transport(1)
+		c, err := net.Dial("tcp", w2.addrs[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write(rawHandshake(0, 1, 2, 1, nil))
+		if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+			t.Fatalf("handshake: %+v, %v", rep, err)
+		}
+		fp := fpFor(1, 100)
+		h := wire.FrameHeader{Type: wire.FrameData, Len: 100, Total: 100, Fingerprint: fp}
+		b := make([]byte, wire.FrameHeaderSize)
+		h.MarshalTo(b)
+		c.Write(append(b, make([]byte, 40)...))
+		c.Close()
+		err = srv.Recv(ctx, 0, &fp, make([]byte, 100))
+		if !errors.Is(err, errs.ErrPeerLost) {
+			t.Fatalf("Recv of a truncated frame: %v, want ErrPeerLost", err)
+		}
+	})
+
+	// After all that, the legitimate pair still works.
+	runAll(t, []*Transport{server, good}, func(tr *Transport) error {
+		p := make([]byte, 1<<20)
+		fill(p, tr.Rank(), 5)
+		fp := fpFor(5, len(p))
+		peer := 5 - tr.Rank()
+		errc := make(chan error, 1)
+		go func() { errc <- tr.Send(ctx, peer, &fp, p) }()
+		in := make([]byte, len(p))
+		if err := tr.Recv(ctx, peer, &fp, in); err != nil {
+			return err
+		}
+		if err := <-errc; err != nil {
+			return err
+		}
+		return check(in, peer, 5)
+	})
+}
+
+// TestNoAllocs checks that the steady-state message path does not allocate,
+// for small messages on one connection and striped large ones, under a
+// context without a deadline and under one reused across messages.
+func TestNoAllocs(t *testing.T) {
+	deadlineCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tests := []struct {
+		name   string
+		nsocks int
+		size   int
+		ctx    context.Context
+	}{
+		{"small", 1, 64, context.Background()},
+		{"small with deadline", 1, 64, deadlineCtx},
+		{"striped", 4, 1 << 20, context.Background()},
+		{"striped with deadline", 4, 1 << 20, deadlineCtx},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, 2, tt.nsocks)
+			a, b := w.transport(0), w.transport(1)
+			stop := startEcho(t, b, tt.ctx, tt.size)
+			defer stop()
+			p := make([]byte, tt.size)
+			fp := fpFor(0, tt.size)
+			pingPong := func() {
+				if err := a.Send(tt.ctx, 1, &fp, p); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Recv(tt.ctx, 1, &fp, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pingPong()
+			if allocs := testing.AllocsPerRun(50, pingPong); allocs > 0.5 {
+				t.Errorf("%.1f allocations per round trip", allocs)
+			}
+		})
+	}
+}
+
+// startEcho makes tr send back every size-byte message it gets from rank 0.
+func startEcho(t testing.TB, tr *Transport, ctx context.Context, size int) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p := make([]byte, size)
+		fp := fpFor(0, size)
+		for {
+			if tr.Recv(ctx, 0, &fp, p) != nil || tr.Send(ctx, 0, &fp, p) != nil {
+				return
+			}
+		}
+	}()
+	return func() {
+		tr.Close()
+		<-done
+	}
+}

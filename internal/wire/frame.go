@@ -1,0 +1,160 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// FrameType tells what a frame on a data connection carries.
+type FrameType uint8
+
+const (
+	// FrameData carries (a stripe of) one message: the header is followed
+	// by Len bytes of payload.
+	FrameData FrameType = 1
+	// FrameAbort tells the receiver that the sender aborted: the header is
+	// followed by Len bytes of UTF-8 text saying why.
+	FrameAbort FrameType = 2
+)
+
+func (t FrameType) String() string {
+	switch t {
+	case FrameData:
+		return "data"
+	case FrameAbort:
+		return "abort"
+	}
+	return fmt.Sprintf("frame(%d)", uint8(t))
+}
+
+// FrameHeaderSize is the size of an encoded FrameHeader in bytes.
+const FrameHeaderSize = 24 + FingerprintSize
+
+// MaxAbortReason is the longest reason text an abort frame may carry, in
+// bytes. Longer reasons are cut when encoded and refused when decoded.
+const MaxAbortReason = 1024
+
+// FrameHeader precedes every frame on a data connection.
+//
+// A message may be striped over several connections; each stripe travels as
+// a data frame of its own whose Total is the length of the whole message, so
+// the receiver can check each stripe against the message it expects before
+// reading a byte of payload into its buffer.
+//
+// Encoded layout:
+//
+//	[0]     Type
+//	[1]     Flags
+//	[2:4]   reserved, zero
+//	[4:8]   Checksum
+//	[8:16]  Len
+//	[16:24] Total
+//	[24:48] Fingerprint (data frames; zero in abort frames)
+type FrameHeader struct {
+	Type FrameType
+	// Flags is reserved and must be zero in this version. A later version
+	// will use it to announce a CRC32C of the payload in Checksum.
+	Flags uint8
+	// Checksum is reserved and must be zero while Flags is zero.
+	Checksum uint32
+	// Len is the number of payload bytes that follow the header.
+	Len uint64
+	// Total is, for a data frame, the length of the whole message this
+	// frame is a stripe of (Len <= Total); zero for an abort frame.
+	Total       uint64
+	Fingerprint Fingerprint
+}
+
+// MarshalTo writes h to b[:FrameHeaderSize]. b must be at least that long.
+func (h *FrameHeader) MarshalTo(b []byte) {
+	b = b[:FrameHeaderSize]
+	b[0] = uint8(h.Type)
+	b[1] = h.Flags
+	b[2], b[3] = 0, 0
+	le.PutUint32(b[4:8], h.Checksum)
+	le.PutUint64(b[8:16], h.Len)
+	le.PutUint64(b[16:24], h.Total)
+	h.Fingerprint.MarshalTo(b[24:])
+}
+
+// Unmarshal decodes h from the first FrameHeaderSize bytes of b and checks
+// that it is well formed: a known type, no flags, zero reserved fields,
+// Len <= Total for data frames, and for abort frames a reason no longer than
+// MaxAbortReason with no fingerprint. It never trusts Len beyond that: the
+// caller compares it with what it is prepared to read.
+func (h *FrameHeader) Unmarshal(b []byte) error {
+	if len(b) < FrameHeaderSize {
+		return fmt.Errorf("wire: frame header needs %d bytes, have %d: %w", FrameHeaderSize, len(b), ErrMalformed)
+	}
+	b = b[:FrameHeaderSize]
+	var d FrameHeader
+	d.Type = FrameType(b[0])
+	d.Flags = b[1]
+	d.Checksum = le.Uint32(b[4:8])
+	d.Len = le.Uint64(b[8:16])
+	d.Total = le.Uint64(b[16:24])
+	if d.Flags != 0 {
+		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
+	}
+	if b[2] != 0 || b[3] != 0 || d.Checksum != 0 {
+		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
+	}
+	switch d.Type {
+	case FrameData:
+		if d.Len > d.Total {
+			return fmt.Errorf("wire: data frame of %d bytes claims to be part of a %d-byte message: %w", d.Len, d.Total, ErrMalformed)
+		}
+		if err := d.Fingerprint.Unmarshal(b[24:]); err != nil {
+			return err
+		}
+	case FrameAbort:
+		if d.Len > MaxAbortReason {
+			return fmt.Errorf("wire: abort reason of %d bytes exceeds %d: %w", d.Len, MaxAbortReason, ErrMalformed)
+		}
+		if d.Total != 0 || !allZero(b[24:]) {
+			return fmt.Errorf("wire: abort frame carries message fields: %w", ErrMalformed)
+		}
+	default:
+		return fmt.Errorf("wire: unknown frame type %d: %w", b[0], ErrMalformed)
+	}
+	*h = d
+	return nil
+}
+
+// AppendAbortFrame appends an abort frame carrying reason to b: a header
+// followed by the reason text, made valid UTF-8 and cut to at most
+// MaxAbortReason bytes.
+func AppendAbortFrame(b []byte, reason string) []byte {
+	reason = truncateUTF8(strings.ToValidUTF8(reason, "\uFFFD"), MaxAbortReason)
+	h := FrameHeader{Type: FrameAbort, Len: uint64(len(reason))}
+	var hb [FrameHeaderSize]byte
+	h.MarshalTo(hb[:])
+	b = append(b, hb[:]...)
+	return append(b, reason...)
+}
+
+// AbortReason turns the payload of an abort frame into printable text.
+func AbortReason(p []byte) string {
+	return strings.ToValidUTF8(string(p), "\uFFFD")
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a rune.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+)
+
+func FuzzDecodeFrameHeader(f *testing.F) {
+	seed := func(h FrameHeader) {
+		b := make([]byte, FrameHeaderSize)
+		h.MarshalTo(b)
+		f.Add(b)
+	}
+	seed(validDataHeader())
+	seed(FrameHeader{Type: FrameData, Len: 1 << 40, Total: 1 << 40})
+	f.Add(AppendAbortFrame(nil, "stop"))
+	f.Add([]byte("HCOM"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h FrameHeader
+		if err := h.Unmarshal(b); err != nil {
+			return
+		}
+		if h.Type == FrameData && h.Len > h.Total {
+			t.Fatalf("accepted a stripe longer than its message: %+v", h)
+		}
+		if h.Type == FrameAbort && h.Len > MaxAbortReason {
+			t.Fatalf("accepted an overlong abort reason: %+v", h)
+		}
+		// A valid encoding is canonical: re-encoding gives the same bytes.
+		out := make([]byte, FrameHeaderSize)
+		h.MarshalTo(out)
+		if !bytes.Equal(out, b[:FrameHeaderSize]) {
+			t.Fatalf("re-encoding differs:\n in %x\nout %x", b[:FrameHeaderSize], out)
+		}
+	})
+}
+
+func FuzzDecodeHandshake(f *testing.F) {
+	h := validHandshake()
+	b := make([]byte, HandshakeSize)
+	h.MarshalTo(b)
+	f.Add(b)
+	f.Add(b[:10])
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Handshake
+		if err := h.Unmarshal(b); err != nil {
+			return
+		}
+		if h.Rank >= h.Size || h.Target >= h.Size || h.Rank == h.Target || h.Socket >= h.Sockets {
+			t.Fatalf("accepted an inconsistent handshake: %+v", h)
+		}
+		out := make([]byte, HandshakeSize)
+		h.MarshalTo(out)
+		if !bytes.Equal(out, b[:HandshakeSize]) {
+			t.Fatalf("re-encoding differs:\n in %x\nout %x", b[:HandshakeSize], out)
+		}
+	})
+}
+
+func FuzzReadHandshakeReply(f *testing.F) {
+	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyAccept, Rank: 2, CommID: 5}).AppendTo(nil))
+	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: "job token mismatch"}).AppendTo(nil))
+	f.Add([]byte("HCOM\x01\x00\x02\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ReadHandshakeReply(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		out := r.AppendTo(nil)
+		back, err := ReadHandshakeReply(bytes.NewReader(out))
+		if err != nil {
+			t.Fatalf("re-encoded reply does not decode: %v", err)
+		}
+		if back != r {
+			t.Fatalf("round trip: got %+v, want %+v", back, r)
+		}
+	})
+}
+
+func FuzzFingerprint(f *testing.F) {
+	f.Add(make([]byte, FingerprintSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fp Fingerprint
+		if err := fp.Unmarshal(b); err != nil {
+			return
+		}
+		_ = fp.String()
+		out := make([]byte, FingerprintSize)
+		fp.MarshalTo(out)
+		if !bytes.Equal(out, b[:FingerprintSize]) {
+			t.Fatalf("re-encoding differs:\n in %x\nout %x", b[:FingerprintSize], out)
+		}
+	})
+}

@@ -1,0 +1,269 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
+
+func TestFingerprintRoundTrip(t *testing.T) {
+	for _, f := range []Fingerprint{
+		{},
+		{Seq: 1, Coll: sched.AllReduce, DType: reduce.Float32, Op: reduce.Sum, Count: 1000},
+		{Seq: math.MaxUint64, Coll: CollSendRecv, DType: reduce.Int8, Root: -7, Count: math.MinInt64},
+		{Seq: 42, Coll: 255, DType: 255, Op: 255, Root: math.MaxInt32, Count: math.MaxInt64},
+	} {
+		var b [FingerprintSize]byte
+		f.MarshalTo(b[:])
+		var g Fingerprint
+		if err := g.Unmarshal(b[:]); err != nil {
+			t.Fatalf("Unmarshal(%v): %v", f, err)
+		}
+		if g != f {
+			t.Errorf("round trip: got %+v, want %+v", g, f)
+		}
+	}
+}
+
+func TestFingerprintUnmarshalErrors(t *testing.T) {
+	var f Fingerprint
+	if err := f.Unmarshal(make([]byte, FingerprintSize-1)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short buffer: err = %v, want ErrMalformed", err)
+	}
+	b := make([]byte, FingerprintSize)
+	b[23] = 1
+	if err := f.Unmarshal(b); !errors.Is(err, ErrMalformed) {
+		t.Errorf("reserved byte set: err = %v, want ErrMalformed", err)
+	}
+}
+
+func validDataHeader() FrameHeader {
+	return FrameHeader{
+		Type:        FrameData,
+		Len:         100,
+		Total:       300,
+		Fingerprint: Fingerprint{Seq: 9, Coll: sched.AllGather, DType: reduce.Uint8, Count: 300},
+	}
+}
+
+func TestFrameHeaderRoundTrip(t *testing.T) {
+	for _, h := range []FrameHeader{
+		validDataHeader(),
+		{Type: FrameData},
+		{Type: FrameData, Len: 1 << 40, Total: 1 << 41},
+		{Type: FrameAbort, Len: MaxAbortReason},
+	} {
+		var b [FrameHeaderSize]byte
+		h.MarshalTo(b[:])
+		var g FrameHeader
+		if err := g.Unmarshal(b[:]); err != nil {
+			t.Fatalf("Unmarshal(%+v): %v", h, err)
+		}
+		if g != h {
+			t.Errorf("round trip: got %+v, want %+v", g, h)
+		}
+	}
+}
+
+func TestFrameHeaderUnmarshalRejects(t *testing.T) {
+	encode := func(h FrameHeader) []byte {
+		b := make([]byte, FrameHeaderSize)
+		h.MarshalTo(b)
+		return b
+	}
+	tests := []struct {
+		name string
+		b    func() []byte
+	}{
+		{"empty", func() []byte { return nil }},
+		{"short", func() []byte { return encode(validDataHeader())[:FrameHeaderSize-1] }},
+		{"type 0", func() []byte { h := validDataHeader(); h.Type = 0; return encode(h) }},
+		{"type 3", func() []byte { h := validDataHeader(); h.Type = 3; return encode(h) }},
+		{"flags", func() []byte { h := validDataHeader(); h.Flags = 1; return encode(h) }},
+		{"checksum without flag", func() []byte { h := validDataHeader(); h.Checksum = 7; return encode(h) }},
+		{"reserved", func() []byte { b := encode(validDataHeader()); b[2] = 1; return b }},
+		{"len over total", func() []byte { h := validDataHeader(); h.Len = h.Total + 1; return encode(h) }},
+		{"fingerprint reserved", func() []byte { b := encode(validDataHeader()); b[FrameHeaderSize-1] = 1; return b }},
+		{"abort reason too long", func() []byte { return encode(FrameHeader{Type: FrameAbort, Len: MaxAbortReason + 1}) }},
+		{"abort with total", func() []byte { return encode(FrameHeader{Type: FrameAbort, Len: 3, Total: 3}) }},
+		{"abort with fingerprint", func() []byte {
+			return encode(FrameHeader{Type: FrameAbort, Fingerprint: Fingerprint{Seq: 1}})
+		}},
+		{"garbage", func() []byte { return bytes.Repeat([]byte{0xA5}, FrameHeaderSize) }},
+		{"text", func() []byte { return []byte(strings.Repeat("GET / HTTP/1.1\r\n", 4)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h FrameHeader
+			if err := h.Unmarshal(tt.b()); !errors.Is(err, ErrMalformed) {
+				t.Errorf("err = %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestAppendAbortFrame(t *testing.T) {
+	tests := []struct {
+		reason, want string
+	}{
+		{"", ""},
+		{"rank 3 ran out of memory", "rank 3 ran out of memory"},
+		{"bad \xff byte", "bad \uFFFD byte"},
+		{strings.Repeat("x", MaxAbortReason+10), strings.Repeat("x", MaxAbortReason)},
+		// A multi-byte rune straddling the limit is dropped whole.
+		{strings.Repeat("x", MaxAbortReason-1) + "é", strings.Repeat("x", MaxAbortReason-1)},
+	}
+	for _, tt := range tests {
+		b := AppendAbortFrame([]byte("prefix"), tt.reason)
+		if !bytes.HasPrefix(b, []byte("prefix")) {
+			t.Fatalf("AppendAbortFrame dropped the prefix")
+		}
+		b = b[len("prefix"):]
+		var h FrameHeader
+		if err := h.Unmarshal(b); err != nil {
+			t.Fatalf("Unmarshal: %v", err)
+		}
+		if h.Type != FrameAbort || int(h.Len) != len(b)-FrameHeaderSize {
+			t.Fatalf("header %+v for %d payload bytes", h, len(b)-FrameHeaderSize)
+		}
+		if got := AbortReason(b[FrameHeaderSize:]); got != tt.want {
+			t.Errorf("reason = %.40q..., want %.40q...", got, tt.want)
+		}
+	}
+}
+
+func validHandshake() Handshake {
+	h := Handshake{Version: HandshakeVersion, CommID: 0xC0FFEE, Rank: 1, Target: 3, Size: 4, Socket: 1, Sockets: 2}
+	for i := range h.Token {
+		h.Token[i] = byte(i * 7)
+	}
+	return h
+}
+
+func TestHandshakeRoundTrip(t *testing.T) {
+	h := validHandshake()
+	var b [HandshakeSize]byte
+	h.MarshalTo(b[:])
+	if string(b[:4]) != HandshakeMagic {
+		t.Fatalf("encoding starts with %q", b[:4])
+	}
+	var g Handshake
+	if err := g.Unmarshal(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	if g != h {
+		t.Errorf("round trip: got %+v, want %+v", g, h)
+	}
+	if !g.TokenMatches(&h.Token) {
+		t.Error("TokenMatches(own token) = false")
+	}
+	other := h.Token
+	other[31] ^= 1
+	if g.TokenMatches(&other) {
+		t.Error("TokenMatches(other token) = true")
+	}
+}
+
+func TestHandshakeUnmarshalRejects(t *testing.T) {
+	encode := func(mod func(*Handshake)) []byte {
+		h := validHandshake()
+		mod(&h)
+		b := make([]byte, HandshakeSize)
+		h.MarshalTo(b)
+		return b
+	}
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"truncated", encode(func(*Handshake) {})[:HandshakeSize-1]},
+		{"magic", func() []byte { b := encode(func(*Handshake) {}); b[0] = 'X'; return b }()},
+		{"version 0", encode(func(h *Handshake) { h.Version = 0 })},
+		{"version 2", encode(func(h *Handshake) { h.Version = 2 })},
+		{"reserved", func() []byte { b := encode(func(*Handshake) {}); b[7] = 1; return b }()},
+		{"rank out of range", encode(func(h *Handshake) { h.Rank = 4 })},
+		{"target out of range", encode(func(h *Handshake) { h.Target = 9 })},
+		{"empty world", encode(func(h *Handshake) { h.Size, h.Rank, h.Target = 0, 0, 0 })},
+		{"to itself", encode(func(h *Handshake) { h.Target = h.Rank })},
+		{"socket out of range", encode(func(h *Handshake) { h.Socket = 2 })},
+		{"no sockets", encode(func(h *Handshake) { h.Socket, h.Sockets = 0, 0 })},
+		{"http", []byte(strings.Repeat("GET / HTTP/1.1\r\nHost: x\r\n", 3))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Handshake
+			if err := h.Unmarshal(tt.b); !errors.Is(err, ErrMalformed) {
+				t.Errorf("err = %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestHandshakeReplyRoundTrip(t *testing.T) {
+	for _, r := range []HandshakeReply{
+		{Version: HandshakeVersion, Status: ReplyAccept, Rank: 3, CommID: 77},
+		{Version: HandshakeVersion, Status: ReplyRefuse, Rank: 1, Reason: "job token mismatch"},
+		{Version: HandshakeVersion, Status: ReplyAborted, Reason: "rank 1 aborted: out of memory"},
+	} {
+		b := r.AppendTo(nil)
+		got, err := ReadHandshakeReply(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("ReadHandshakeReply(%+v): %v", r, err)
+		}
+		if got != r {
+			t.Errorf("round trip: got %+v, want %+v", got, r)
+		}
+	}
+	long := HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: strings.Repeat("ü", 200)}
+	got, err := ReadHandshakeReply(bytes.NewReader(long.AppendTo(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Reason) > MaxReplyReason || !utf8.ValidString(got.Reason) || !strings.HasPrefix(long.Reason, got.Reason) {
+		t.Errorf("long reason came back as %d bytes %q", len(got.Reason), got.Reason)
+	}
+}
+
+func TestReadHandshakeReplyRejects(t *testing.T) {
+	good := (&HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: "no"}).AppendTo(nil)
+	mod := func(i int, v byte) []byte {
+		b := bytes.Clone(good)
+		b[i] = v
+		return b
+	}
+	tests := []struct {
+		name    string
+		b       []byte
+		wantEOF bool
+	}{
+		{"empty", nil, true},
+		{"short header", good[:ReplyHeaderSize-1], true},
+		{"short reason", good[:len(good)-1], true},
+		{"magic", mod(1, 'x'), false},
+		{"version", mod(4, 9), false},
+		{"status 0", mod(6, 0), false},
+		{"status 4", mod(6, 4), false},
+		{"reserved", mod(13, 1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadHandshakeReply(bytes.NewReader(tt.b))
+			switch {
+			case err == nil:
+				t.Fatal("accepted")
+			case tt.wantEOF && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+				t.Errorf("err = %v, want an EOF error", err)
+			case !tt.wantEOF && !errors.Is(err, ErrMalformed):
+				t.Errorf("err = %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
