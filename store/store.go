@@ -1,0 +1,142 @@
+// Package store provides the key-value store through which the ranks of a job
+// find each other before they can talk directly.
+//
+// A job usually runs one Server inside rank 0 (or the launcher) and lets every
+// rank connect to it with Dial; ranks that share a file system can use a
+// FileStore instead. Open picks an implementation from a URL such as
+// "tcp://10.0.0.1:29500" or "file:///shared/job42".
+//
+// All implementations satisfy Store: Set and Get move small byte values, Get
+// and Wait block until keys appear, Add is an atomic counter. WithPrefix gives
+// each communicator its own key space within one shared store.
+//
+// Every blocking call honours its context. A call that runs out of time fails
+// with an error that unwraps to both ErrTimeout and context.DeadlineExceeded;
+// a call on a closed store, or on a TCP client whose server went away, fails
+// with an error that unwraps to ErrClosed.
+//
+// # Security
+//
+// A TCP server admits only clients that know the job token. Each side proves
+// knowledge of it with an HMAC over fresh random nonces, so the token itself
+// never crosses the network and a client also refuses a server that does not
+// know it. Traffic is not encrypted: keep the store on a trusted network.
+// Every frame's length is checked before it is read, and no input from the
+// network can make either side panic or allocate more than it was sent.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+)
+
+// Store is a key-value store shared by the ranks of a job. Its methods are
+// safe for concurrent use.
+//
+// Keys are arbitrary byte strings of at most MaxKeySize bytes. Values are
+// arbitrary bytes; implementations may limit their size. A value returned by
+// Get belongs to the caller.
+type Store interface {
+	// Set stores value under key, replacing any previous value, and wakes
+	// the callers waiting for key.
+	Set(ctx context.Context, key string, value []byte) error
+	// Get returns the value of key, waiting until the key exists or ctx ends.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Add atomically adds delta to the integer stored under key and returns
+	// the new value. The value is kept as decimal text, so Get of a counter
+	// returns, for example, "42". A missing key counts as 0; a value that is
+	// not a decimal integer makes Add fail with ErrNotInteger.
+	Add(ctx context.Context, key string, delta int64) (int64, error)
+	// Wait returns once every key in keys has been set (by Set or Add) since
+	// Wait was called, or existed when it was called.
+	Wait(ctx context.Context, keys ...string) error
+	// Delete removes key. Deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Close releases the store's resources. Calls in progress and later
+	// calls fail with ErrClosed.
+	Close() error
+}
+
+// MaxKeySize is the longest key, in bytes, that a Store accepts.
+const MaxKeySize = 4 << 10
+
+// DefaultMaxValueSize is the largest value a TCP store server or client
+// accepts when its configuration does not say otherwise.
+const DefaultMaxValueSize = 64 << 20
+
+// Sentinel errors. Errors returned by this package wrap them; test with
+// errors.Is.
+var (
+	// ErrClosed reports a call on a store that was closed, or on a client
+	// whose connection to the server was lost.
+	ErrClosed = errors.New("store: closed")
+	// ErrUnauthorized reports that the server and the client do not share
+	// the same job token.
+	ErrUnauthorized = errors.New("store: unauthorized")
+	// ErrTimeout reports that a call's context deadline passed. Such
+	// errors also unwrap to context.DeadlineExceeded.
+	ErrTimeout = errors.New("store: timed out")
+	// ErrTooLarge reports a key or value beyond the store's limits.
+	ErrTooLarge = errors.New("store: key or value too large")
+	// ErrNotInteger reports an Add on a key whose value is not a decimal
+	// integer, or an Add that would overflow int64.
+	ErrNotInteger = errors.New("store: value is not an integer")
+)
+
+// ctxError turns the error of an ended context into this package's error for
+// operation op on key: deadlines become ErrTimeout (still unwrapping to
+// context.DeadlineExceeded), cancellation stays context.Canceled.
+func ctxError(op, key string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s %q: %w", ErrTimeout, op, key, err)
+	}
+	return fmt.Errorf("store: %s %q: %w", op, key, err)
+}
+
+// checkKey reports whether key is acceptable to every Store.
+func checkKey(op, key string) error {
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: %s: key of %d bytes exceeds %d", ErrTooLarge, op, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+// Open connects to the store named by rawURL:
+//
+//	tcp://host:port   a TCP store server (see Dial); token is the job token
+//	file:///abs/dir   a FileStore in a directory shared by the ranks
+//
+// For a file store, token is not used: access is governed by the
+// directory's permissions. Open of a TCP store waits, until ctx ends, for the
+// server to come up.
+func Open(ctx context.Context, rawURL string, token string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: bad store URL: %w", err)
+	}
+	switch u.Scheme {
+	case "tcp":
+		if u.Opaque != "" || u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return nil, fmt.Errorf("store: bad store URL %q: want tcp://host:port", rawURL)
+		}
+		c, err := Dial(ctx, u.Host, &ClientConfig{Token: token})
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	case "file":
+		if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || u.Path == "" || u.RawQuery != "" {
+			return nil, fmt.Errorf("store: bad store URL %q: want file:///absolute/dir", rawURL)
+		}
+		fs, err := NewFileStore(filepath.FromSlash(u.Path))
+		if err != nil {
+			return nil, err
+		}
+		return fs, nil
+	default:
+		return nil, fmt.Errorf("store: bad store URL %q: scheme must be tcp or file", rawURL)
+	}
+}
