@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -43,6 +41,7 @@ type Comm struct {
 	pl         *plan.Planner
 	model      plan.Model
 	boot       bootstrap
+	owns       interface{ close() } // the store this communicator set up (world only)
 
 	mu       sync.Mutex // serializes collectives
 	seq      uint64
@@ -101,47 +100,6 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), localBoot{f}, plan.MemoryModel)
 	}
 	return comms, nil
-}
-
-// Init joins the job this process belongs to.
-//
-// With a nil cfg it reads the environment: HCOMM_RANK and HCOMM_SIZE (or
-// torchrun's RANK/WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_RANK/_SIZE, Slurm's
-// SLURM_PROCID/SLURM_NTASKS). A process started without any of them is a
-// job of one rank.
-func Init(ctx context.Context, cfg *Config) (*Comm, error) {
-	set, err := resolve(cfg)
-	if err != nil {
-		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
-	}
-	rank, size, err := envRankSize()
-	if err != nil {
-		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
-	}
-	if size != 1 {
-		return nil, &OpError{Op: "Init", Rank: rank, Peer: -1,
-			Err: fmt.Errorf("multi-process jobs (size %d) need a transport this build does not have yet", size)}
-	}
-	f := local.NewFabric(1)
-	return newComm(0, 1, "world", set, f.Endpoint(0), localBoot{f}, plan.MemoryModel), nil
-}
-
-func envRankSize() (rank, size int, err error) {
-	pairs := [][2]string{{"HCOMM_RANK", "HCOMM_SIZE"}, {"RANK", "WORLD_SIZE"},
-		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}}
-	for _, p := range pairs {
-		rs, ss := os.Getenv(p[0]), os.Getenv(p[1])
-		if rs == "" && ss == "" {
-			continue
-		}
-		rank, err1 := strconv.Atoi(rs)
-		size, err2 := strconv.Atoi(ss)
-		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
-			return 0, 0, invalid("%s=%q %s=%q: want 0 <= rank < size", p[0], rs, p[1], ss)
-		}
-		return rank, size, nil
-	}
-	return 0, 1, nil
 }
 
 func newComm(rank, size int, id string, set settings, t transport.Transport, boot bootstrap, m plan.Model) *Comm {
@@ -220,6 +178,9 @@ func (c *Comm) Close() error {
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
 	c.mu.Unlock()
+	if c.owns != nil {
+		c.owns.close()
+	}
 	return err
 }
 

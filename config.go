@@ -21,6 +21,18 @@ const DefaultTimeout = 10 * time.Minute
 // means: take the value from the environment (the HCOMM_ variables listed
 // in the README), else the default.
 type Config struct {
+	// Rank and Size place this process in the job (Init only). A zero Size
+	// means: read both from the environment.
+	Rank, Size int
+
+	// Store is the rendezvous store's URL (Init only): tcp://host:port or
+	// file:///dir. Empty means HCOMM_STORE.
+	Store string
+
+	// Token is the job's shared secret (Init only). Empty means
+	// HCOMM_TOKEN.
+	Token string
+
 	// Timeout bounds each operation (collective, Send, Recv, Barrier,
 	// Split) in addition to the caller's ctx; whichever ends first wins.
 	// Zero means HCOMM_TIMEOUT or DefaultTimeout; negative means no limit

@@ -35,18 +35,31 @@ func val(dt DType, r, i int) int64 {
 
 // fromInt converts an exact integer to T (wrapping for integer types,
 // rounding to nearest for floats).
-func fromInt[T Element](v int64) T {
+func fromInt[T Element](v int64) T { return convOf[T]()(v) }
+
+// convOf returns fromInt's conversion for T, resolved once.
+func convOf[T Element]() func(int64) T {
 	switch DTypeOf[T]() {
 	case DTypeFloat16:
-		return T(Float16From(float32(v)))
+		return func(v int64) T { return T(Float16From(float32(v))) }
 	case DTypeBFloat16:
-		return T(BFloat16From(float32(v)))
+		return func(v int64) T { return T(BFloat16From(float32(v))) }
 	}
-	return T(v)
+	return func(v int64) T { return T(v) }
 }
 
 // refReduce reduces the exact values vs (one per rank) as the library must.
-func refReduce[T Element](op Op, vs []int64) T {
+func refReduce[T Element](op Op, vs []int64) T { return newRef[T]().reduce(op, vs) }
+
+// ref computes reference results for T.
+type ref[T Element] struct {
+	dt   DType
+	conv func(int64) T
+}
+
+func newRef[T Element]() ref[T] { return ref[T]{DTypeOf[T](), convOf[T]()} }
+
+func (f ref[T]) reduce(op Op, vs []int64) T {
 	acc := vs[0]
 	for _, v := range vs[1:] {
 		switch op {
@@ -60,7 +73,8 @@ func refReduce[T Element](op Op, vs []int64) T {
 			acc = max(acc, v)
 		}
 	}
-	if op == Prod && acc == 0 && DTypeOf[T]() >= DTypeFloat16 {
+	isFloat := f.dt == DTypeFloat16 || f.dt == DTypeBFloat16 || f.dt == DTypeFloat32 || f.dt == DTypeFloat64
+	if op == Prod && acc == 0 && isFloat {
 		// A float product with a zero factor is a zero whose sign is the
 		// parity of the negative factors, in any order.
 		neg := 0
@@ -74,10 +88,10 @@ func refReduce[T Element](op Op, vs []int64) T {
 		}
 	}
 	if op != Avg {
-		return fromInt[T](acc)
+		return f.conv(acc)
 	}
 	n := int64(len(vs))
-	switch DTypeOf[T]() {
+	switch f.dt {
 	case DTypeFloat16:
 		return T(Float16From(float32(acc) / float32(n)))
 	case DTypeBFloat16:
@@ -87,7 +101,7 @@ func refReduce[T Element](op Op, vs []int64) T {
 	case DTypeFloat64:
 		return T(any(float64(acc) / float64(n)).(float64))
 	}
-	return fromInt[T](acc) / T(n)
+	return f.conv(acc) / T(n)
 }
 
 func negZero[T Element]() T {
@@ -103,21 +117,14 @@ func negZero[T Element]() T {
 	return T(any(float64(nz)).(float64))
 }
 
-func input[T Element](r, n int) []T {
-	dt := DTypeOf[T]()
-	s := make([]T, n)
-	for i := range s {
-		s[i] = fromInt[T](val(dt, r, i))
-	}
-	return s
-}
+func input[T Element](r, n int) []T { return inputAt[T](r, 0, n) }
 
 // inputAt is like input but element i holds val(dt, r, base+i).
 func inputAt[T Element](r, base, n int) []T {
-	dt := DTypeOf[T]()
+	dt, conv := DTypeOf[T](), convOf[T]()
 	s := make([]T, n)
 	for i := range s {
-		s[i] = fromInt[T](val(dt, r, base+i))
+		s[i] = conv(val(dt, r, base+i))
 	}
 	return s
 }
@@ -187,54 +194,71 @@ func (k checker[T]) check(r int, got, want []T) {
 	}
 }
 
+// runner runs f on every rank this process drives: all of them for
+// NewLocal, one in a multi-process job.
+type runner struct {
+	n     int
+	comms []*Comm
+}
+
+func (rn runner) run(f func(c *Comm) error) []error { return par(rn.comms, f) }
+
 // testMatrix runs every collective for one element type over comms.
 func testMatrix[T Element](t *testing.T, comms []*Comm, algo string) {
-	n := len(comms)
+	matrixOn[T](t, runner{len(comms), comms}, algo)
+}
+
+// testMatrixOn runs the matrix as one rank of a multi-process job.
+func testMatrixOn[T Element](t *testing.T, c *Comm) {
+	matrixOn[T](t, runner{c.Size(), []*Comm{c}}, "")
+}
+
+func matrixOn[T Element](t *testing.T, rn runner, algo string) {
 	ctx := context.Background()
 	dt := DTypeOf[T]()
-	for _, count := range counts(n) {
+	for _, count := range counts(rn.n) {
 		for _, inplace := range []bool{false, true} {
-			tag := fmt.Sprintf("%v n=%d count=%d inplace=%v algo=%q", dt, n, count, inplace, algo)
+			tag := fmt.Sprintf("%v n=%d count=%d inplace=%v algo=%q", dt, rn.n, count, inplace, algo)
 			for _, op := range allOps {
-				matrixReductions[T](t, ctx, comms, count, inplace, op, tag)
+				matrixReductions[T](t, ctx, rn, count, inplace, op, tag)
 			}
-			matrixMoves[T](t, ctx, comms, count, inplace, tag)
+			matrixMoves[T](t, ctx, rn, count, inplace, tag)
 		}
 	}
 }
 
-func matrixReductions[T Element](t *testing.T, ctx context.Context, comms []*Comm, count int, inplace bool, op Op, tag string) {
-	n := len(comms)
+func matrixReductions[T Element](t *testing.T, ctx context.Context, rn runner, count int, inplace bool, op Op, tag string) {
+	n := rn.n
+	rf := newRef[T]()
 	tag = fmt.Sprintf("%s op=%v", tag, op)
 	exact := func(i int) []int64 {
 		vs := make([]int64, n)
 		for r := range vs {
-			vs[r] = val(DTypeOf[T](), r, i)
+			vs[r] = val(rf.dt, r, i)
 		}
 		return vs
 	}
 	// AllReduce and Reduce.
 	want := make([]T, count)
 	for i := range want {
-		want[i] = refReduce[T](op, exact(i))
+		want[i] = rf.reduce(op, exact(i))
 	}
-	outs := make([][]T, n)
-	errs := par(comms, func(c *Comm) error {
+	name := "AllReduce " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		in := input[T](c.Rank(), count)
 		out := in
 		if !inplace {
 			out = make([]T, count)
 		}
-		outs[c.Rank()] = out
-		return AllReduce(ctx, c, in, out, op)
-	})
-	if noErrs(t, "AllReduce "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "AllReduce " + tag}.check(r, outs[r], want)
+		if err := AllReduce(ctx, c, in, out, op); err != nil {
+			return err
 		}
-	}
+		checker[T]{t, name}.check(c.Rank(), out, want)
+		return nil
+	}))
 	root := (count + 1) % n
-	errs = par(comms, func(c *Comm) error {
+	name = "Reduce " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		in := input[T](c.Rank(), count)
 		var out []T
 		if c.Rank() == root {
@@ -243,35 +267,34 @@ func matrixReductions[T Element](t *testing.T, ctx context.Context, comms []*Com
 				out = make([]T, count)
 			}
 		}
-		outs[c.Rank()] = out
-		return Reduce(ctx, c, in, out, op, root)
-	})
-	if noErrs(t, "Reduce "+tag, errs) {
-		checker[T]{t, "Reduce " + tag}.check(root, outs[root], want)
-	}
+		if err := Reduce(ctx, c, in, out, op, root); err != nil {
+			return err
+		}
+		if c.Rank() == root {
+			checker[T]{t, name}.check(root, out, want)
+		}
+		return nil
+	}))
 	// ReduceScatter: block r of the reduction of n*count elements.
 	total := n * count
 	full := make([]T, total)
 	for i := range full {
-		full[i] = refReduce[T](op, exact(i))
+		full[i] = rf.reduce(op, exact(i))
 	}
-	errs = par(comms, func(c *Comm) error {
-		in := input[T](c.Rank(), total)
-		var out []T
+	name = "ReduceScatter " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
+		r := c.Rank()
+		in := input[T](r, total)
+		out := make([]T, count)
 		if inplace {
-			out = in[c.Rank()*count : (c.Rank()+1)*count]
-		} else {
-			out = make([]T, count)
+			out = in[r*count : (r+1)*count]
 		}
-		err := ReduceScatter(ctx, c, in, out, op)
-		outs[c.Rank()] = append([]T(nil), out...)
-		return err
-	})
-	if noErrs(t, "ReduceScatter "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "ReduceScatter " + tag}.check(r, outs[r], full[r*count:(r+1)*count])
+		if err := ReduceScatter(ctx, c, in, out, op); err != nil {
+			return err
 		}
-	}
+		checker[T]{t, name}.check(r, out, full[r*count:(r+1)*count])
+		return nil
+	}))
 	// ReduceScatterV with uneven counts.
 	cs := vcounts(n, count)
 	sum, displ := 0, make([]int, n)
@@ -281,26 +304,22 @@ func matrixReductions[T Element](t *testing.T, ctx context.Context, comms []*Com
 	}
 	fullV := make([]T, sum)
 	for i := range fullV {
-		fullV[i] = refReduce[T](op, exact(i))
+		fullV[i] = rf.reduce(op, exact(i))
 	}
-	errs = par(comms, func(c *Comm) error {
+	name = "ReduceScatterV " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		in := input[T](r, sum)
-		var out []T
+		out := make([]T, cs[r])
 		if inplace {
 			out = in[displ[r] : displ[r]+cs[r]]
-		} else {
-			out = make([]T, cs[r])
 		}
-		err := ReduceScatterV(ctx, c, in, out, cs, op)
-		outs[r] = append([]T(nil), out...)
-		return err
-	})
-	if noErrs(t, "ReduceScatterV "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "ReduceScatterV " + tag}.check(r, outs[r], fullV[displ[r]:displ[r]+cs[r]])
+		if err := ReduceScatterV(ctx, c, in, out, cs, op); err != nil {
+			return err
 		}
-	}
+		checker[T]{t, name}.check(r, out, fullV[displ[r]:displ[r]+cs[r]])
+		return nil
+	}))
 }
 
 // vcounts returns uneven per-rank counts (some zero) derived from count.
@@ -315,30 +334,28 @@ func vcounts(n, count int) []int {
 	return cs
 }
 
-func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, count int, inplace bool, tag string) {
-	n := len(comms)
-	outs := make([][]T, n)
+func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count int, inplace bool, tag string) {
+	n := rn.n
 	root := (count + 2) % n
-	// Broadcast (always in place by nature; run once per inplace value anyway).
-	errs := par(comms, func(c *Comm) error {
+	name := "Broadcast " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		buf := make([]T, count)
 		if c.Rank() == root {
 			buf = input[T](root, count)
 		}
-		outs[c.Rank()] = buf
-		return Broadcast(ctx, c, buf, root)
-	})
-	if noErrs(t, "Broadcast "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "Broadcast " + tag}.check(r, outs[r], input[T](root, count))
+		if err := Broadcast(ctx, c, buf, root); err != nil {
+			return err
 		}
-	}
+		checker[T]{t, name}.check(c.Rank(), buf, input[T](root, count))
+		return nil
+	}))
 	// AllGather and Gather.
 	wantAll := make([]T, 0, n*count)
 	for r := 0; r < n; r++ {
 		wantAll = append(wantAll, input[T](r, count)...)
 	}
-	errs = par(comms, func(c *Comm) error {
+	name = "AllGather " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		out := make([]T, n*count)
 		in := input[T](r, count)
@@ -346,15 +363,14 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 			copy(out[r*count:], in)
 			in = out[r*count : (r+1)*count]
 		}
-		outs[r] = out
-		return AllGather(ctx, c, in, out)
-	})
-	if noErrs(t, "AllGather "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "AllGather " + tag}.check(r, outs[r], wantAll)
+		if err := AllGather(ctx, c, in, out); err != nil {
+			return err
 		}
-	}
-	errs = par(comms, func(c *Comm) error {
+		checker[T]{t, name}.check(r, out, wantAll)
+		return nil
+	}))
+	name = "Gather " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		in := input[T](r, count)
 		var out []T
@@ -365,12 +381,14 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 				in = out[r*count : (r+1)*count]
 			}
 		}
-		outs[r] = out
-		return Gather(ctx, c, in, out, root)
-	})
-	if noErrs(t, "Gather "+tag, errs) {
-		checker[T]{t, "Gather " + tag}.check(root, outs[root], wantAll)
-	}
+		if err := Gather(ctx, c, in, out, root); err != nil {
+			return err
+		}
+		if r == root {
+			checker[T]{t, name}.check(root, out, wantAll)
+		}
+		return nil
+	}))
 	// AllGatherV.
 	cs := vcounts(n, count)
 	var wantV []T
@@ -379,7 +397,8 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 		displ[r] = len(wantV)
 		wantV = append(wantV, input[T](r, cs[r])...)
 	}
-	errs = par(comms, func(c *Comm) error {
+	name = "AllGatherV " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		out := make([]T, len(wantV))
 		in := input[T](r, cs[r])
@@ -387,17 +406,16 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 			copy(out[displ[r]:], in)
 			in = out[displ[r] : displ[r]+cs[r]]
 		}
-		outs[r] = out
-		return AllGatherV(ctx, c, in, out, cs)
-	})
-	if noErrs(t, "AllGatherV "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "AllGatherV " + tag}.check(r, outs[r], wantV)
+		if err := AllGatherV(ctx, c, in, out, cs); err != nil {
+			return err
 		}
-	}
+		checker[T]{t, name}.check(r, out, wantV)
+		return nil
+	}))
 	// Scatter: root's block r goes to rank r.
 	rootData := input[T](root, n*count)
-	errs = par(comms, func(c *Comm) error {
+	name = "Scatter " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		var in []T
 		out := make([]T, count)
@@ -407,35 +425,31 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 				out = in[r*count : (r+1)*count]
 			}
 		}
-		err := Scatter(ctx, c, in, out, root)
-		outs[r] = append([]T(nil), out...)
-		return err
-	})
-	if noErrs(t, "Scatter "+tag, errs) {
-		for r := range outs {
-			checker[T]{t, "Scatter " + tag}.check(r, outs[r], rootData[r*count:(r+1)*count])
+		if err := Scatter(ctx, c, in, out, root); err != nil {
+			return err
 		}
-	}
+		checker[T]{t, name}.check(r, out, rootData[r*count:(r+1)*count])
+		return nil
+	}))
 	// AllToAll: rank s's block d holds values (s, d*count+i).
-	errs = par(comms, func(c *Comm) error {
+	name = "AllToAll " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		in := input[T](r, n*count)
 		out := in
 		if !inplace {
 			out = make([]T, n*count)
 		}
-		outs[r] = out
-		return AllToAll(ctx, c, in, out)
-	})
-	if noErrs(t, "AllToAll "+tag, errs) {
-		for d := range outs {
-			var want []T
-			for s := 0; s < n; s++ {
-				want = append(want, inputAt[T](s, d*count, count)...)
-			}
-			checker[T]{t, "AllToAll " + tag}.check(d, outs[d], want)
+		if err := AllToAll(ctx, c, in, out); err != nil {
+			return err
 		}
-	}
+		var want []T
+		for s := 0; s < n; s++ {
+			want = append(want, inputAt[T](s, r*count, count)...)
+		}
+		checker[T]{t, name}.check(r, out, want)
+		return nil
+	}))
 	// AllToAllV: rank s sends m(s,d) elements to d; symmetric when in place.
 	m := func(s, d int) int {
 		if inplace {
@@ -443,7 +457,8 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 		}
 		return (s*7 + d*3 + count) % (count + 2)
 	}
-	errs = par(comms, func(c *Comm) error {
+	name = "AllToAllV " + tag
+	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		sc, rc := make([]int, n), make([]int, n)
 		st, rt := 0, 0
@@ -457,50 +472,49 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, comms []*Comm, co
 		if !inplace {
 			out = make([]T, rt)
 		}
-		outs[r] = out
-		return AllToAllV(ctx, c, in, sc, out, rc)
-	})
-	if noErrs(t, "AllToAllV "+tag, errs) {
-		for d := range outs {
-			var want []T
-			for s := 0; s < n; s++ {
-				off := 0
-				for k := 0; k < d; k++ {
-					off += m(s, k)
-				}
-				want = append(want, inputAt[T](s, off, m(s, d))...)
-			}
-			checker[T]{t, "AllToAllV " + tag}.check(d, outs[d], want)
+		if err := AllToAllV(ctx, c, in, sc, out, rc); err != nil {
+			return err
 		}
-	}
+		var want []T
+		for s := 0; s < n; s++ {
+			off := 0
+			for k := 0; k < r; k++ {
+				off += m(s, k)
+			}
+			want = append(want, inputAt[T](s, off, m(s, r))...)
+		}
+		checker[T]{t, name}.check(r, out, want)
+		return nil
+	}))
 	// Send/Recv around a ring: even ranks send first, odd ranks receive
 	// first, so no pair waits on itself.
 	if n > 1 {
-		errs = par(comms, func(c *Comm) error {
+		name = "Send/Recv " + tag
+		noErrs(t, name, rn.run(func(c *Comm) error {
 			r := c.Rank()
 			next, prev := (r+1)%n, (r+n-1)%n
 			out := make([]T, count)
-			outs[r] = out
 			sendFirst := r%2 == 0 && !(n%2 == 1 && r == n-1)
 			if sendFirst {
 				if err := Send(ctx, c, input[T](r, count), next, 7); err != nil {
 					return err
 				}
-				return Recv(ctx, c, out, prev, 7)
+				if err := Recv(ctx, c, out, prev, 7); err != nil {
+					return err
+				}
+			} else {
+				if err := Recv(ctx, c, out, prev, 7); err != nil {
+					return err
+				}
+				if err := Send(ctx, c, input[T](r, count), next, 7); err != nil {
+					return err
+				}
 			}
-			if err := Recv(ctx, c, out, prev, 7); err != nil {
-				return err
-			}
-			return Send(ctx, c, input[T](r, count), next, 7)
-		})
-		if noErrs(t, "Send/Recv "+tag, errs) {
-			for r := range outs {
-				checker[T]{t, "Send/Recv " + tag}.check(r, outs[r], input[T]((r+n-1)%n, count))
-			}
-		}
+			checker[T]{t, name}.check(r, out, input[T](prev, count))
+			return nil
+		}))
 	}
-	errs = par(comms, func(c *Comm) error { return c.Barrier(ctx) })
-	noErrs(t, "Barrier "+tag, errs)
+	noErrs(t, "Barrier "+tag, rn.run(func(c *Comm) error { return c.Barrier(ctx) }))
 }
 
 func forEachType(t *testing.T, comms []*Comm, algo string) {
@@ -597,13 +611,14 @@ func largeAllReduce[T Element](t *testing.T, comms []*Comm, count int) {
 		ins[r] = input[T](r, count)
 	}
 	vs := make([]int64, n)
+	rf := newRef[T]()
 	for _, op := range allOps {
 		want := make([]T, count)
 		for i := range want {
 			for r := range vs {
 				vs[r] = val(dt, r, i)
 			}
-			want[i] = refReduce[T](op, vs)
+			want[i] = rf.reduce(op, vs)
 		}
 		for _, inplace := range []bool{false, true} {
 			outs := make([][]T, n)

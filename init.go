@@ -1,0 +1,252 @@
+package hcomm
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/transport/local"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// DefaultConnectTimeout bounds Init's rendezvous and connections when
+// HCOMM_CONNECT_TIMEOUT does not say otherwise.
+const DefaultConnectTimeout = 2 * time.Minute
+
+// job is what Init learns from the Config and the environment.
+type job struct {
+	rank, size  int
+	storeURL    string
+	hostStore   string // address rank 0 serves the store on (torchrun style), or ""
+	token       string
+	connect     time.Duration
+	transport   string
+	nsocks      int
+	hostID      string
+	listen, adv string
+}
+
+// Init joins the job this process is a rank of and returns the world
+// communicator.
+//
+// It reads the rank and size from Config (when Config.Size > 0) or the
+// environment: HCOMM_RANK and HCOMM_SIZE, or torchrun's RANK and
+// WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE,
+// Slurm's SLURM_PROCID and SLURM_NTASKS. A process started without any of
+// them is a job of one rank.
+//
+// The ranks meet through the store HCOMM_STORE names (tcp://host:port or
+// file:///dir; `hcomm run` sets it), or, torchrun style, through
+// MASTER_ADDR and MASTER_PORT, where rank 0 serves the store itself.
+// HCOMM_TOKEN is the job's secret: store clients and TCP peers without it
+// are refused. Ranks on the same host (same host name and network
+// namespace, or the same HCOMM_HOSTNAME) talk through shared memory, the
+// others through TCP; HCOMM_TRANSPORT=tcp forces TCP everywhere.
+//
+// Init gives up after HCOMM_CONNECT_TIMEOUT (default 2m) or when ctx ends.
+func Init(ctx context.Context, cfg *Config) (*Comm, error) {
+	set, err := resolve(cfg)
+	if err != nil {
+		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
+	}
+	j, err := readJob(cfg)
+	if err != nil {
+		return nil, &OpError{Op: "Init", Rank: j.rank, Peer: -1, Err: err}
+	}
+	if j.size == 1 && j.storeURL == "" {
+		f := local.NewFabric(1)
+		return newComm(0, 1, "world", set, f.Endpoint(0), localBoot{f}, plan.MemoryModel), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.connect)
+	defer cancel()
+	c, err := initWorld(ctx, j, set)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			err = fmt.Errorf("%w after %v (HCOMM_CONNECT_TIMEOUT): %w", ErrTimeout, j.connect, err)
+		}
+		return nil, &OpError{Op: "Init", Rank: j.rank, Peer: -1, Err: err}
+	}
+	return c, nil
+}
+
+func initWorld(ctx context.Context, j job, set settings) (*Comm, error) {
+	var srv *store.Server
+	if j.hostStore != "" && j.rank == 0 {
+		var err error
+		srv, err = store.NewServer(store.ServerConfig{Token: j.token, Logger: set.log})
+		if err == nil {
+			err = srv.Listen(j.hostStore)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rank 0 cannot serve the store on %s: %w", j.hostStore, err)
+		}
+	}
+	st, err := store.Open(ctx, j.storeURL, j.token)
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, fmt.Errorf("cannot reach the store %s: %w", j.storeURL, err)
+	}
+	sb := &storeBoot{st: st, srv: srv, j: j, set: set}
+	t, remote, err := sb.connect(ctx, "world", j.rank, j.size)
+	if err != nil {
+		sb.close()
+		return nil, err
+	}
+	m := plan.MemoryModel
+	if remote {
+		m = plan.NetworkModel
+	}
+	c := newComm(j.rank, j.size, "world", set, t, sb, m)
+	c.owns = sb
+	return c, nil
+}
+
+// storeBoot builds transports through the job's store (Init and Split).
+type storeBoot struct {
+	st  store.Store
+	srv *store.Server
+	j   job
+	set settings
+}
+
+func (b *storeBoot) connect(ctx context.Context, id string, rank, size int) (transport.Transport, bool, error) {
+	res, err := boot.Connect(ctx, boot.Options{Rank: rank, Size: size, Store: b.st, CommID: id,
+		Token: sha256.Sum256([]byte(b.j.token)), Transport: b.j.transport, Host: b.j.hostID,
+		ListenHost: b.j.listen, AdvertiseHost: b.j.adv, NSocks: b.j.nsocks,
+		ChunkBytes: b.set.chunk, Logger: b.set.log})
+	if err != nil {
+		return nil, false, err
+	}
+	return res.Transport, res.Remote, nil
+}
+
+func (b *storeBoot) sub(ctx context.Context, key string, rank, size int) (transport.Transport, bootstrap, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.j.connect)
+	defer cancel()
+	t, _, err := b.connect(ctx, key, rank, size)
+	return t, b, err
+}
+
+func (b *storeBoot) close() {
+	b.st.Close()
+	if b.srv != nil {
+		b.srv.Close()
+	}
+}
+
+func envInt(name string) (int, bool, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, true, invalid("%s=%q is not a number", name, v)
+	}
+	return n, true, nil
+}
+
+func readJob(cfg *Config) (job, error) {
+	var j job
+	var err error
+	if cfg != nil && cfg.Size > 0 {
+		j.rank, j.size = cfg.Rank, cfg.Size
+		if j.rank < 0 || j.rank >= j.size {
+			return j, invalid("Config.Rank %d outside [0, %d)", j.rank, j.size)
+		}
+	} else if j.rank, j.size, err = envRankSize(); err != nil {
+		return j, err
+	}
+	if cfg != nil {
+		j.storeURL, j.token = cfg.Store, cfg.Token
+	}
+	if j.storeURL == "" {
+		j.storeURL = os.Getenv("HCOMM_STORE")
+	}
+	if j.token == "" {
+		j.token = os.Getenv("HCOMM_TOKEN")
+	}
+	if j.storeURL == "" && os.Getenv("MASTER_ADDR") != "" {
+		port := os.Getenv("MASTER_PORT")
+		if port == "" {
+			port = "29500"
+		}
+		addr := net.JoinHostPort(os.Getenv("MASTER_ADDR"), port)
+		j.storeURL = "tcp://" + addr
+		j.hostStore = net.JoinHostPort("", port)
+	}
+	if j.size > 1 && j.storeURL == "" {
+		return j, invalid("rank %d of %d has no rendezvous store: set HCOMM_STORE (tcp://host:port or file:///dir) or MASTER_ADDR/MASTER_PORT, or start the job with `hcomm run`", j.rank, j.size)
+	}
+	if j.token == "" && j.size > 1 {
+		// Without a secret anyone who can reach the store can join; tie
+		// the job to what the launchers provide, and say so.
+		id := strings.Join([]string{os.Getenv("SLURM_JOB_ID"), os.Getenv("TORCHELASTIC_RUN_ID"),
+			os.Getenv("OMPI_MCA_orte_jobfam_session_dir"), j.storeURL}, "/")
+		j.token = id
+	}
+	j.connect = DefaultConnectTimeout
+	if v := os.Getenv("HCOMM_CONNECT_TIMEOUT"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil || d <= 0 {
+			return j, invalid("HCOMM_CONNECT_TIMEOUT=%q: want a duration such as 30s", v)
+		}
+		j.connect = d
+	}
+	j.transport = strings.ToLower(os.Getenv("HCOMM_TRANSPORT"))
+	switch j.transport {
+	case "", "auto":
+		j.transport = ""
+	case "shm", "tcp":
+	default:
+		return j, invalid("HCOMM_TRANSPORT=%q: want shm, tcp or auto", j.transport)
+	}
+	n, set, err := envInt("HCOMM_NSOCKS")
+	if err != nil {
+		return j, err
+	}
+	if set && (n < 1 || n > 16) {
+		return j, invalid("HCOMM_NSOCKS=%d: want 1..16", n)
+	}
+	j.nsocks = n
+	j.hostID = boot.HostID()
+	storeHost := ""
+	if u, err := url.Parse(j.storeURL); err == nil && u.Scheme == "tcp" {
+		storeHost = u.Hostname()
+	}
+	if j.listen, j.adv, err = boot.ListenAddress(storeHost); err != nil {
+		return j, err
+	}
+	return j, nil
+}
+
+
+// envRankSize reads the rank and size the launchers set.
+func envRankSize() (rank, size int, err error) {
+	pairs := [][2]string{{"HCOMM_RANK", "HCOMM_SIZE"}, {"RANK", "WORLD_SIZE"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}}
+	for _, p := range pairs {
+		rs, ss := os.Getenv(p[0]), os.Getenv(p[1])
+		if rs == "" && ss == "" {
+			continue
+		}
+		rank, err1 := strconv.Atoi(rs)
+		size, err2 := strconv.Atoi(ss)
+		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
+			return 0, 0, invalid("%s=%q %s=%q: want 0 <= rank < size", p[0], rs, p[1], ss)
+		}
+		return rank, size, nil
+	}
+	return 0, 1, nil
+}

@@ -1,0 +1,261 @@
+// Package boot builds a communicator's transport through the rendezvous
+// store: every rank publishes where it listens and which host it is on,
+// reads everybody else's card, and then talks to the ranks of its own host
+// through shared memory and to the others through TCP.
+package boot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/transport/mux"
+	"github.com/hcomm-go/hcomm/internal/transport/shm"
+	"github.com/hcomm-go/hcomm/internal/transport/tcp"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// Options says how to build one rank's transport for one communicator.
+type Options struct {
+	Rank, Size int
+	// Store is the job's store; Connect namespaces it by CommID.
+	Store  store.Store
+	CommID string
+	// Token is the job secret; TCP peers must present the same.
+	Token [32]byte
+	// Transport forces "tcp" between every pair, or "shm" (an error if
+	// some peer is on another host); "" picks per pair.
+	Transport string
+	// Host identifies this rank's host; ranks with equal Host share memory.
+	Host string
+	// ListenHost is the address to listen on for TCP peers ("" = any).
+	// AdvertiseHost is the address peers are told to dial.
+	ListenHost, AdvertiseHost string
+	NSocks                    int
+	// ChunkBytes sizes the shared-memory ring slots.
+	ChunkBytes int
+	Logger     *slog.Logger
+}
+
+// Card is what a rank publishes about itself.
+type Card struct {
+	Host string `json:"host"`
+	Addr string `json:"addr"` // host:port of its TCP listener
+	PID  int    `json:"pid"`
+}
+
+// Result is a connected transport and what was learned on the way.
+type Result struct {
+	Transport transport.Transport
+	Cards     []Card
+	Remote    bool // some peer is on another host
+}
+
+// maxCard bounds a card read from the store.
+const maxCard = 4096
+
+// Connect publishes this rank's card, reads every rank's card and builds
+// the transport. It returns when ctx ends at the latest.
+func Connect(ctx context.Context, o Options) (*Result, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	kv := store.WithPrefix(o.Store, "hcomm/"+o.CommID+"/")
+	lis, err := net.Listen("tcp", net.JoinHostPort(o.ListenHost, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("listen on %q (HCOMM_SOCKET_ADDR / HCOMM_SOCKET_IFNAME): %w", o.ListenHost, err)
+	}
+	closeLis := true
+	defer func() {
+		if closeLis {
+			lis.Close()
+		}
+	}()
+	port := lis.Addr().(*net.TCPAddr).Port
+	me := Card{Host: o.Host, Addr: net.JoinHostPort(o.AdvertiseHost, strconv.Itoa(port)), PID: os.Getpid()}
+	b, _ := json.Marshal(me)
+	if err := kv.Set(ctx, "card/"+strconv.Itoa(o.Rank), b); err != nil {
+		return nil, fmt.Errorf("publish this rank's address: %w", err)
+	}
+	cards := make([]Card, o.Size)
+	for r := range cards {
+		v, err := kv.Get(ctx, "card/"+strconv.Itoa(r))
+		if err != nil {
+			return nil, fmt.Errorf("wait for rank %d to publish its address: %w", r, err)
+		}
+		if len(v) > maxCard || json.Unmarshal(v, &cards[r]) != nil || cards[r].Host == "" {
+			return nil, fmt.Errorf("rank %d published an unreadable address card (%d bytes)", r, len(v))
+		}
+	}
+	var local []int
+	remote := false
+	addrs := make([]string, o.Size)
+	for r, c := range cards {
+		switch {
+		case r == o.Rank:
+			local = append(local, r)
+		case c.Host == o.Host && o.Transport != "tcp":
+			local = append(local, r)
+		default:
+			remote = true
+			addrs[r] = c.Addr
+		}
+	}
+	if remote && o.Transport == "shm" {
+		return nil, errors.New("HCOMM_TRANSPORT=shm but some ranks are on other hosts")
+	}
+	route := make([]transport.Transport, o.Size)
+	var parts []transport.Transport
+	fail := func(err error) (*Result, error) {
+		for _, t := range parts {
+			t.Close()
+		}
+		return nil, err
+	}
+	if len(local) > 1 {
+		t, err := shm.New(ctx, shm.Config{Rank: o.Rank, Size: o.Size, Local: local,
+			KV: store.WithPrefix(kv, "shm/"), SlotBytes: slotBytes(o.ChunkBytes), Logger: o.Logger})
+		if err != nil {
+			return fail(fmt.Errorf("shared memory with ranks %v: %w", local, err))
+		}
+		parts = append(parts, t)
+		for _, r := range local {
+			route[r] = t
+		}
+	}
+	if remote {
+		h := sha256.Sum256([]byte(o.CommID))
+		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
+			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
+			NSocks: o.NSocks, ConnectTimeout: timeLeft(ctx), Logger: o.Logger})
+		if err != nil {
+			return fail(err)
+		}
+		closeLis = false
+		parts = append(parts, t)
+		var eager []int
+		for r := range addrs {
+			if addrs[r] != "" {
+				route[r] = t
+				// The ring neighbours are needed by the first large
+				// collective; connect them now, the rest on first use.
+				if r == (o.Rank+1)%o.Size || r == (o.Rank+o.Size-1)%o.Size {
+					eager = append(eager, r)
+				}
+			}
+		}
+		if err := t.Connect(ctx, eager); err != nil {
+			return fail(fmt.Errorf("connect to ranks %v: %w", eager, err))
+		}
+	}
+	m, err := mux.New(o.Rank, o.Size, route)
+	if err != nil {
+		return fail(err)
+	}
+	return &Result{Transport: m, Cards: cards, Remote: remote}, nil
+}
+
+func slotBytes(chunk int) int {
+	if chunk <= 0 || chunk > 1<<20 {
+		return 0
+	}
+	return max(chunk/4, 16<<10)
+}
+
+func timeLeft(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return 0
+}
+
+// HostID returns this process's host identity: HCOMM_HOSTNAME if set, else
+// the host name joined with the network namespace and the boot id, so that
+// processes in different network namespaces (or machines that happen to
+// share a name) never count as one host.
+func HostID() string {
+	if h := os.Getenv("HCOMM_HOSTNAME"); h != "" {
+		return h
+	}
+	h, _ := os.Hostname()
+	if ns, err := os.Readlink("/proc/self/ns/net"); err == nil {
+		h += "/" + ns
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		h += "/" + strings.TrimSpace(string(b))
+	}
+	return h
+}
+
+// ListenAddress decides where to listen and what to advertise:
+// HCOMM_SOCKET_ADDR if set; else the first IPv4 address of an interface
+// matching HCOMM_SOCKET_IFNAME (a prefix, "^prefix" to exclude, "=name" for
+// an exact name, comma-separated); else the local address of the route to
+// the store host.
+func ListenAddress(storeHost string) (listen, advertise string, err error) {
+	if a := os.Getenv("HCOMM_SOCKET_ADDR"); a != "" {
+		if h, _, err := net.SplitHostPort(a); err == nil {
+			a = h
+		}
+		return a, a, nil
+	}
+	if spec := os.Getenv("HCOMM_SOCKET_IFNAME"); spec != "" {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return "", "", err
+		}
+		for _, ifc := range ifs {
+			if !ifMatch(spec, ifc.Name) || ifc.Flags&net.FlagUp == 0 {
+				continue
+			}
+			addrs, _ := ifc.Addrs()
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+					ip := ipn.IP.String()
+					return ip, ip, nil
+				}
+			}
+		}
+		return "", "", fmt.Errorf("HCOMM_SOCKET_IFNAME=%q matches no interface with an IPv4 address", spec)
+	}
+	if storeHost == "" {
+		return "", "127.0.0.1", nil
+	}
+	// The address this host would use to reach the store is one the
+	// other ranks can reach too. Dialing UDP sends nothing.
+	c, err := net.Dial("udp", net.JoinHostPort(storeHost, "9"))
+	if err != nil {
+		return "", "", fmt.Errorf("no route to the store host %s: %w", storeHost, err)
+	}
+	defer c.Close()
+	ip := c.LocalAddr().(*net.UDPAddr).IP.String()
+	return ip, ip, nil
+}
+
+// ifMatch applies an HCOMM_SOCKET_IFNAME spec to an interface name.
+func ifMatch(spec, name string) bool {
+	exclude := strings.HasPrefix(spec, "^")
+	spec = strings.TrimPrefix(spec, "^")
+	exact := strings.HasPrefix(spec, "=")
+	spec = strings.TrimPrefix(spec, "=")
+	hit := false
+	for _, p := range strings.Split(spec, ",") {
+		if p == "" {
+			continue
+		}
+		if exact && name == p || !exact && strings.HasPrefix(name, p) {
+			hit = true
+		}
+	}
+	return hit != exclude
+}

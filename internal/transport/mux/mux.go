@@ -1,0 +1,93 @@
+// Package mux combines several transports into one, routing each peer to
+// the transport that reaches it (shared memory within a host, TCP between
+// hosts).
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Mux is a transport.Transport that routes by peer.
+type Mux struct {
+	rank, size int
+	route      []transport.Transport // route[peer]; nil for this rank
+	parts      []transport.Transport
+}
+
+// New returns a transport for rank of size that reaches peer p through
+// route[p]. Every transport in route must serve the same rank and size.
+func New(rank, size int, route []transport.Transport) (*Mux, error) {
+	if len(route) != size {
+		return nil, fmt.Errorf("mux: %d routes for %d ranks", len(route), size)
+	}
+	m := &Mux{rank: rank, size: size, route: route}
+	for p, t := range route {
+		if p == rank {
+			continue
+		}
+		if t == nil {
+			return nil, fmt.Errorf("mux: no transport reaches rank %d", p)
+		}
+		dup := false
+		for _, q := range m.parts {
+			dup = dup || q == t
+		}
+		if !dup {
+			m.parts = append(m.parts, t)
+		}
+	}
+	return m, nil
+}
+
+// Rank returns this rank.
+func (m *Mux) Rank() int { return m.rank }
+
+// Size returns the number of ranks.
+func (m *Mux) Size() int { return m.size }
+
+func (m *Mux) to(peer int) (transport.Transport, error) {
+	if peer < 0 || peer >= m.size || peer == m.rank {
+		return nil, fmt.Errorf("%w: peer %d", errs.ErrInvalidArgument, peer)
+	}
+	return m.route[peer], nil
+}
+
+// Send sends through the transport that reaches peer.
+func (m *Mux) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	t, err := m.to(peer)
+	if err != nil {
+		return err
+	}
+	return t.Send(ctx, peer, fp, p)
+}
+
+// Recv receives through the transport that reaches peer.
+func (m *Mux) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	t, err := m.to(peer)
+	if err != nil {
+		return err
+	}
+	return t.Recv(ctx, peer, fp, p)
+}
+
+// Abort aborts every underlying transport.
+func (m *Mux) Abort(cause error) {
+	for _, t := range m.parts {
+		t.Abort(cause)
+	}
+}
+
+// Close closes every underlying transport.
+func (m *Mux) Close() error {
+	var all []error
+	for _, t := range m.parts {
+		all = append(all, t.Close())
+	}
+	return errors.Join(all...)
+}

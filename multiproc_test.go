@@ -1,0 +1,213 @@
+package hcomm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// The multi-process tests run this test binary as the ranks of a real job:
+// separate processes meeting through a real store, talking through shared
+// memory or TCP.
+
+const childEnv = "HCOMM_TEST_CHILD"
+
+// TestRankProcess is the body of one rank; it does nothing unless started
+// as a child by the tests below.
+func TestRankProcess(t *testing.T) {
+	mode := os.Getenv(childEnv)
+	if mode == "" {
+		t.Skip("runs only as a rank of a multi-process test")
+	}
+	ctx := context.Background()
+	c, err := Init(ctx, &Config{Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	switch mode {
+	case "matrix":
+		comms := []*Comm{c}
+		rankMatrix[float32](t, comms)
+		rankMatrix[int64](t, comms)
+		rankMatrix[Float16](t, comms)
+		rankMatrix[uint8](t, comms)
+		rankMatrix[float64](t, comms)
+	case "large":
+		rankLarge(t, c)
+	case "split":
+		rankSplit(t, c)
+	default:
+		t.Fatalf("unknown child mode %q", mode)
+	}
+}
+
+// rankMatrix is testMatrix as one rank of a multi-process job: it runs
+// the same calls as the in-process matrix on this rank only and checks
+// this rank's results.
+func rankMatrix[T Element](t *testing.T, comms []*Comm) {
+	testMatrixOn[T](t, comms[0])
+}
+
+// spawnJob starts n ranks of this test binary in child mode, with a TCP
+// store served by this process, and returns their combined output.
+func spawnJob(t *testing.T, n int, mode string, env ...string) (string, error) {
+	t.Helper()
+	token := fmt.Sprintf("test-token-%d", time.Now().UnixNano())
+	srv, err := store.NewServer(store.ServerConfig{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	url := "tcp://" + srv.Addr().String()
+	return spawnRanks(t, n, mode, append(env, "HCOMM_STORE="+url, "HCOMM_TOKEN="+token)...)
+}
+
+func spawnRanks(t *testing.T, n int, mode string, env ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode,
+			fmt.Sprintf("HCOMM_RANK=%d", r), fmt.Sprintf("HCOMM_SIZE=%d", n))
+		cmd.Env = append(cmd.Env, env...)
+		var b bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &b, &b
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = cmd.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if errs[r] != nil {
+				fmt.Fprintf(&out, "--- rank %d: %v\n%s", r, errs[r], lastLines(b.String(), 40))
+			}
+		}()
+	}
+	wg.Wait()
+	return out.String(), errors.Join(errs...)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func multiSizes() []int {
+	if testing.Short() {
+		return []int{2, 3}
+	}
+	return []int{2, 3, 4, 8}
+}
+
+// TestMultiProcess runs the correctness matrix with separate processes
+// over shared memory and over TCP.
+func TestMultiProcess(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, tr := range []string{"shm", "tcp"} {
+		for _, n := range multiSizes() {
+			t.Run(fmt.Sprintf("%s/n=%d", tr, n), func(t *testing.T) {
+				out, err := spawnJob(t, n, "matrix", "HCOMM_TRANSPORT="+tr, "HCOMM_BUFFSIZE=4096")
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			})
+		}
+	}
+}
+
+// TestMultiProcessFileStore meets through a file store and splits the
+// world into host-local groups.
+func TestMultiProcessFileStore(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	dir := t.TempDir()
+	out, err := spawnRanks(t, 4, "split", "HCOMM_STORE=file://"+filepath.ToSlash(dir), "HCOMM_TOKEN=x")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestMultiProcessLarge runs a large AllReduce over shm (single-copy path)
+// and TCP.
+func TestMultiProcessLarge(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, tr := range []string{"shm", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			out, err := spawnJob(t, 3, "large", "HCOMM_TRANSPORT="+tr)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func rankLarge(t *testing.T, c *Comm) {
+	const count = 1000003
+	rf := newRef[float32]()
+	vs := make([]int64, c.Size())
+	for _, op := range []Op{Sum, Max} {
+		in := input[float32](c.Rank(), count)
+		out := make([]float32, count)
+		if err := AllReduce(context.Background(), c, in, out, op); err != nil {
+			t.Fatal(err)
+		}
+		for i := range out {
+			for r := range vs {
+				vs[r] = val(DTypeFloat32, r, i)
+			}
+			if want := rf.reduce(op, vs); out[i] != want {
+				t.Fatalf("%v element %d = %v, want %v", op, i, out[i], want)
+			}
+		}
+	}
+}
+
+func rankSplit(t *testing.T, c *Comm) {
+	ctx := context.Background()
+	sub, err := c.Split(ctx, c.Rank()%2, c.Rank())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	x := []int32{int32(c.Rank())}
+	if err := AllReduce(ctx, sub, x, x, Sum); err != nil {
+		t.Fatal(err)
+	}
+	want := int32(0)
+	for r := c.Rank() % 2; r < c.Size(); r += 2 {
+		want += int32(r)
+	}
+	if x[0] != want {
+		t.Fatalf("sum over color %d = %d, want %d", c.Rank()%2, x[0], want)
+	}
+}
