@@ -231,7 +231,6 @@ func readJob(cfg *Config) (job, error) {
 	return j, nil
 }
 
-
 // envRankSize reads the rank and size the launchers set.
 func envRankSize() (rank, size int, err error) {
 	pairs := [][2]string{{"HCOMM_RANK", "HCOMM_SIZE"}, {"RANK", "WORLD_SIZE"},

@@ -2,9 +2,9 @@ package hcomm
 
 import (
 	"bytes"
-	"math"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
