@@ -91,3 +91,6 @@ func (m *Mux) Close() error {
 	}
 	return errors.Join(all...)
 }
+
+// Route returns the transport that reaches peer (nil for this rank).
+func (m *Mux) Route(peer int) transport.Transport { return m.route[peer] }

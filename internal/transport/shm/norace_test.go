@@ -1,0 +1,5 @@
+//go:build linux && !race
+
+package shm
+
+const raceEnabled = false

@@ -1,0 +1,332 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Segment geometry. Offsets are in bytes from the start of the segment or
+// of the named block.
+const (
+	segMagic   = 0x4d48_535f_4d4d_4f43 // "COMM_SHM" read as little endian
+	segVersion = 1
+
+	pageSize = 4096
+	lineSize = 128 // two cache lines, so adjacent-line prefetch shares nothing
+
+	// Header page.
+	offMagic      = 0
+	offVersion    = 8
+	offNLocal     = 12
+	offSlotBytes  = 16
+	offSlots      = 20
+	offTotal      = 24
+	offCreatorPid = 32
+	offAttached   = lineSize
+
+	// Per-rank page.
+	rbPid       = 0
+	rbState     = lineSize
+	rbReasonLen = lineSize + 4
+	rbReason    = 2 * lineSize
+	reasonMax   = pageSize - rbReason
+
+	// Ring control page.
+	rcHead     = 0
+	rcConsWait = 4
+	rcTail     = lineSize
+	rcProdWait = lineSize + 4
+	rcCMA      = 2 * lineSize
+	rcBroken   = 3 * lineSize
+
+	maxLocal     = 4096
+	maxSlotBytes = 1 << 30
+	maxSlots     = 1 << 16
+	maxSegment   = 1 << 44
+
+	namePrefix = "hcomm-shm-"
+	segmentKey = "shm/segment"
+)
+
+// Rank state flags (rbState).
+const (
+	stateAborted  uint32 = 1 << 0
+	stateDeparted uint32 = 1 << 1
+)
+
+// shmDir is where segments are created.
+var shmDir = "/dev/shm"
+
+// segment is one mapping of a communicator's shared memory.
+type segment struct {
+	mem       []byte
+	path      string
+	n         int // local ranks
+	slotBytes int
+	slots     int
+}
+
+// geometry returns the byte size of one ring and of the whole segment, or
+// an error when the numbers are out of range.
+func geometry(n, slotBytes, slots int) (ringStride, total int, err error) {
+	switch {
+	case n < 2 || n > maxLocal:
+		return 0, 0, fmt.Errorf("%d local ranks out of range [2, %d]", n, maxLocal)
+	case slotBytes < pageSize || slotBytes > maxSlotBytes || slotBytes%64 != 0:
+		return 0, 0, fmt.Errorf("slot size %d out of range", slotBytes)
+	case slots < 2 || slots > maxSlots:
+		return 0, 0, fmt.Errorf("%d slots per ring out of range [2, %d]", slots, maxSlots)
+	}
+	data := roundUp(int64(slotBytes)*int64(slots), pageSize)
+	stride := pageSize + data
+	size := int64(pageSize) + int64(n)*pageSize + int64(n)*int64(n-1)*stride
+	if size > maxSegment {
+		return 0, 0, fmt.Errorf("segment of %d bytes too large", size)
+	}
+	return int(stride), int(size), nil
+}
+
+func roundUp(x, m int64) int64 { return (x + m - 1) / m * m }
+
+func (s *segment) u32(off int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&s.mem[off]))
+}
+
+func (s *segment) rankBlock(i int) int { return pageSize + i*pageSize }
+
+// ringOffset returns the offset of the ring carrying messages from local
+// rank i to local rank j.
+func (s *segment) ringOffset(i, j int) int {
+	stride, _, _ := geometry(s.n, s.slotBytes, s.slots)
+	k := i*(s.n-1) + j
+	if j > i {
+		k--
+	}
+	return pageSize + s.n*pageSize + k*stride
+}
+
+// attached returns the attachment counter.
+func (s *segment) attached() *uint32 { return s.u32(offAttached) }
+
+func (s *segment) pid(i int) int {
+	return int(int32(atomic.LoadUint32(s.u32(s.rankBlock(i) + rbPid))))
+}
+
+func (s *segment) state(i int) *uint32 { return s.u32(s.rankBlock(i) + rbState) }
+
+// setReason records why local rank i aborted or failed; it must precede
+// raising the state flag.
+func (s *segment) setReason(i int, reason string) {
+	b := s.rankBlock(i)
+	n := copy(s.mem[b+rbReason:b+rbReason+reasonMax], reason)
+	atomic.StoreUint32(s.u32(b+rbReasonLen), uint32(n))
+}
+
+// reason returns the text local rank i left when it aborted.
+func (s *segment) reason(i int) string {
+	b := s.rankBlock(i)
+	n := min(int(atomic.LoadUint32(s.u32(b+rbReasonLen))), reasonMax)
+	return string(s.mem[b+rbReason : b+rbReason+n])
+}
+
+func (s *segment) unmap() {
+	if s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem = nil
+	}
+}
+
+// unlink removes the segment's file; a missing file is fine.
+func (s *segment) unlink() error {
+	if err := unix.Unlink(s.path); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// createSegment makes, maps and publishes a new segment for n local ranks.
+func createSegment(ctx context.Context, cfg *Config, n int) (*segment, error) {
+	_, size, err := geometry(n, cfg.SlotBytes, cfg.Slots)
+	if err != nil {
+		return nil, err
+	}
+	sweepStale(cfg)
+	name := fmt.Sprintf("%s%d-%016x", namePrefix, os.Getpid(), rand.Uint64())
+	s := &segment{path: filepath.Join(shmDir, name), n: n, slotBytes: cfg.SlotBytes, slots: cfg.Slots}
+	fd, err := unix.Open(s.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", s.path, err)
+	}
+	defer unix.Close(fd)
+	fail := func(err error) (*segment, error) {
+		s.unmap()
+		_ = s.unlink()
+		return nil, err
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail(fmt.Errorf("size %s to %d bytes: %w", s.path, size, err))
+	}
+	// Reserve the pages now: touching a page tmpfs cannot supply later
+	// would kill the process with SIGBUS.
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil && err != unix.EOPNOTSUPP {
+		return fail(fmt.Errorf("reserve %d bytes in %s: %w", size, shmDir, err))
+	}
+	if s.mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail(fmt.Errorf("map %s: %w", s.path, err))
+	}
+	atomic.StoreUint32(s.u32(offVersion), segVersion)
+	atomic.StoreUint32(s.u32(offNLocal), uint32(n))
+	atomic.StoreUint32(s.u32(offSlotBytes), uint32(cfg.SlotBytes))
+	atomic.StoreUint32(s.u32(offSlots), uint32(cfg.Slots))
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.mem[offTotal])), uint64(size))
+	atomic.StoreUint32(s.u32(offCreatorPid), uint32(os.Getpid()))
+	atomic.StoreUint32(s.u32(s.rankBlock(0)+rbPid), uint32(os.Getpid()))
+	atomic.StoreUint32(s.attached(), 1)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.mem[offMagic])), segMagic)
+	if err := cfg.KV.Set(ctx, segmentKey, []byte(name)); err != nil {
+		return fail(fmt.Errorf("publish segment name: %w", err))
+	}
+	return s, nil
+}
+
+// validName reports whether a name read from the store is one this
+// package creates, so a bad store value cannot point outside shmDir.
+func validName(name string) bool {
+	rest, ok := strings.CutPrefix(name, namePrefix)
+	if !ok || len(name) > 64 || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// attachSegment maps the segment published by the creator and registers
+// local rank me in it.
+func attachSegment(ctx context.Context, cfg *Config, n, me int) (*segment, error) {
+	v, err := cfg.KV.Get(ctx, segmentKey)
+	if err != nil {
+		return nil, fmt.Errorf("read segment name: %w", err)
+	}
+	name := string(v)
+	if !validName(name) {
+		return nil, fmt.Errorf("store holds an invalid segment name %q", name)
+	}
+	s := &segment{path: filepath.Join(shmDir, name), n: n}
+	fd, err := unix.Open(s.path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", s.path, err)
+	}
+	if st.Size < pageSize || st.Size > maxSegment {
+		return nil, fmt.Errorf("segment %s has a bad size (%d bytes)", s.path, st.Size)
+	}
+	if s.mem, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return nil, fmt.Errorf("map %s: %w", s.path, err)
+	}
+	magic := atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.mem[offMagic])))
+	version := atomic.LoadUint32(s.u32(offVersion))
+	gotN := int(atomic.LoadUint32(s.u32(offNLocal)))
+	s.slotBytes = int(atomic.LoadUint32(s.u32(offSlotBytes)))
+	s.slots = int(atomic.LoadUint32(s.u32(offSlots)))
+	total := atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.mem[offTotal])))
+	_, size, gerr := geometry(n, s.slotBytes, s.slots)
+	switch {
+	case magic != segMagic || version != segVersion:
+		err = fmt.Errorf("segment %s is not an hcomm segment of version %d", s.path, segVersion)
+	case gotN != n:
+		err = fmt.Errorf("segment %s was made for %d local ranks, this rank counts %d", s.path, gotN, n)
+	case gerr != nil:
+		err = fmt.Errorf("segment %s: %w", s.path, gerr)
+	case uint64(size) != total || int64(size) != st.Size:
+		err = fmt.Errorf("segment %s has %d bytes, its geometry needs %d", s.path, st.Size, size)
+	}
+	if err != nil {
+		s.unmap()
+		return nil, err
+	}
+	if s.slotBytes != cfg.SlotBytes || s.slots != cfg.Slots {
+		cfg.Logger.Debug("shm: using the creator's ring geometry",
+			"slot_bytes", s.slotBytes, "slots", s.slots)
+	}
+	atomic.StoreUint32(s.u32(s.rankBlock(me)+rbPid), uint32(os.Getpid()))
+	atomic.AddUint32(s.attached(), 1)
+	futexWakeAll(s.attached())
+	return s, nil
+}
+
+// awaitAttached waits until all n local ranks have attached. It fails
+// when ctx ends, when a rank reports a failed setup, or when the creator
+// process is gone.
+func (s *segment) awaitAttached(ctx context.Context) error {
+	var ts unix.Timespec
+	creator := int(int32(atomic.LoadUint32(s.u32(offCreatorPid))))
+	for {
+		got := atomic.LoadUint32(s.attached())
+		if int(got) >= s.n {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for %d of %d local ranks to attach: %w", s.n-int(got), s.n, err)
+		}
+		for i := range s.n {
+			if atomic.LoadUint32(s.state(i))&stateAborted != 0 {
+				return fmt.Errorf("local rank %d failed during setup: %s", i, s.reason(i))
+			}
+		}
+		if creator > 0 && unix.Kill(creator, 0) == unix.ESRCH {
+			return errors.New("the process that created the segment is gone")
+		}
+		d := 20 * time.Millisecond
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, max(time.Until(dl), time.Millisecond))
+		}
+		futexSleep(s.attached(), got, d, &ts)
+	}
+}
+
+// sweepStale removes segments left by creators that died before every
+// rank attached. Segments are unlinked as soon as everyone attached, so a
+// file whose creator is gone can only be such a leftover.
+func sweepStale(cfg *Config) {
+	ents, err := os.ReadDir(shmDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), namePrefix)
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < 10*time.Second {
+			continue
+		}
+		if os.Remove(filepath.Join(shmDir, e.Name())) == nil {
+			cfg.Logger.Info("shm: removed a stale segment", "name", e.Name(), "creator_pid", pid)
+		}
+	}
+}
