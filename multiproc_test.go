@@ -47,6 +47,10 @@ func TestRankProcess(t *testing.T) {
 		rankLarge(t, c)
 	case "split":
 		rankSplit(t, c)
+	case "hosts":
+		rankHosts(t, c)
+		rankMatrix[float32](t, []*Comm{c})
+		rankLarge(t, c)
 	default:
 		t.Fatalf("unknown child mode %q", mode)
 	}
@@ -78,6 +82,13 @@ func spawnJob(t *testing.T, n int, mode string, env ...string) (string, error) {
 
 func spawnRanks(t *testing.T, n int, mode string, env ...string) (string, error) {
 	t.Helper()
+	return spawnRanksWith(t, n, mode, nil, env...)
+}
+
+// spawnRanksWith starts rank r as prefix(r) followed by the test binary
+// (prefix may be nil).
+func spawnRanksWith(t *testing.T, n int, mode string, prefix func(r int) []string, env ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -85,7 +96,11 @@ func spawnRanks(t *testing.T, n int, mode string, env ...string) (string, error)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v")
+		argv := []string{os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v"}
+		if prefix != nil {
+			argv = append(prefix(r), argv...)
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), childEnv+"="+mode,
 			fmt.Sprintf("HCOMM_RANK=%d", r), fmt.Sprintf("HCOMM_SIZE=%d", n))
 		cmd.Env = append(cmd.Env, env...)
@@ -163,7 +178,7 @@ func TestMultiProcessLarge(t *testing.T) {
 	}
 	for _, tr := range []string{"shm", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
-			out, err := spawnJob(t, 3, "large", "HCOMM_TRANSPORT="+tr)
+			out, err := spawnJob(t, 3, "large", "HCOMM_TRANSPORT="+tr, "HCOMM_SHM_CMA=262144")
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

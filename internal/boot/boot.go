@@ -44,6 +44,9 @@ type Options struct {
 	NSocks                    int
 	// ChunkBytes sizes the shared-memory ring slots.
 	ChunkBytes int
+	// CMAThreshold is the message size from which shared memory uses a
+	// single-copy process_vm_readv; <= 0 disables it.
+	CMAThreshold int
 	Logger     *slog.Logger
 }
 
@@ -123,8 +126,11 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	if len(local) > 1 {
+		// Each host's segment is named under its lowest rank's key, so
+		// hosts sharing one store never read each other's segment.
 		t, err := shm.New(ctx, shm.Config{Rank: o.Rank, Size: o.Size, Local: local,
-			KV: store.WithPrefix(kv, "shm/"), SlotBytes: slotBytes(o.ChunkBytes), Logger: o.Logger})
+			KV: store.WithPrefix(kv, "shm/"+strconv.Itoa(local[0])+"/"), SlotBytes: slotBytes(o.ChunkBytes),
+			CMAThreshold: cma(o.CMAThreshold), Logger: o.Logger})
 		if err != nil {
 			return fail(fmt.Errorf("shared memory with ranks %v: %w", local, err))
 		}
@@ -165,6 +171,13 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	return &Result{Transport: m, Cards: cards, Remote: remote}, nil
 }
 
+func cma(threshold int) int {
+	if threshold <= 0 {
+		return -1
+	}
+	return threshold
+}
+
 func slotBytes(chunk int) int {
 	if chunk <= 0 || chunk > 1<<20 {
 		return 0
@@ -201,7 +214,7 @@ func HostID() string {
 // HCOMM_SOCKET_ADDR if set; else the first IPv4 address of an interface
 // matching HCOMM_SOCKET_IFNAME (a prefix, "^prefix" to exclude, "=name" for
 // an exact name, comma-separated); else the local address of the route to
-// the store host.
+// the store host; with a file store (no store host), loopback.
 func ListenAddress(storeHost string) (listen, advertise string, err error) {
 	if a := os.Getenv("HCOMM_SOCKET_ADDR"); a != "" {
 		if h, _, err := net.SplitHostPort(a); err == nil {
@@ -229,7 +242,9 @@ func ListenAddress(storeHost string) (listen, advertise string, err error) {
 		return "", "", fmt.Errorf("HCOMM_SOCKET_IFNAME=%q matches no interface with an IPv4 address", spec)
 	}
 	if storeHost == "" {
-		return "", "127.0.0.1", nil
+		// A file store says nothing about the network: stay on loopback
+		// unless told which interface the hosts share.
+		return "127.0.0.1", "127.0.0.1", nil
 	}
 	// The address this host would use to reach the store is one the
 	// other ranks can reach too. Dialing UDP sends nothing.
