@@ -13,6 +13,8 @@ const usage = `usage: hcomm <command> [flags]
 
 commands:
   perf    measure collectives, nccl-tests style (hcomm perf -h)
+  run     launch a job's ranks, like mpirun or torchrun (hcomm run -h)
+  store   serve a rendezvous store for jobs started by other launchers (hcomm store -h)
 `
 
 func main() {
@@ -24,6 +26,10 @@ func main() {
 	switch os.Args[1] {
 	case "perf":
 		err = perf(os.Args[2:], os.Stdout)
+	case "run":
+		os.Exit(runCmd(os.Args[2:], os.Stdout, os.Stderr))
+	case "store":
+		err = storeCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -47,7 +47,7 @@ type Options struct {
 	// CMAThreshold is the message size from which shared memory uses a
 	// single-copy process_vm_readv; <= 0 disables it.
 	CMAThreshold int
-	Logger     *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Card is what a rank publishes about itself.
