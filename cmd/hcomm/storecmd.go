@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// store: `hcomm store` serves a job's rendezvous store on its own, for jobs
+// started by another launcher (srun, mpirun, a batch system):
+//
+//	hcomm store --listen 0.0.0.0:29500 --token-file ~/.hcomm-token > store.env &
+//	set -a; . ./store.env; set +a
+//	srun -n 64 ./prog
+//
+// It prints HCOMM_STORE=tcp://host:port on standard output, where host is
+// the --listen host or, when that is unspecified, this machine's first
+// non-loopback IPv4 address. The token comes from --token, --token-file (its
+// content, without surrounding blanks) or $HCOMM_TOKEN, in that order; given
+// none, the store makes one (64 hex digits) and prints HCOMM_TOKEN=... too.
+// Clients must present the same text as their HCOMM_TOKEN. The store serves
+// until SIGINT or SIGTERM.
+
+const storeUsage = `usage: hcomm store [--listen host:port] [--token TEXT | --token-file FILE]
+
+Serves a rendezvous store until interrupted and prints HCOMM_STORE=... (and
+HCOMM_TOKEN=... when it made the token) for the ranks' environment. Flags:
+`
+
+// storeCmd runs `hcomm store` until SIGINT or SIGTERM.
+func storeCmd(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return serveStoreCmd(ctx, args, stdout, stderr)
+}
+
+// serveStoreCmd runs `hcomm store` until ctx ends.
+func serveStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("store", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, storeUsage)
+		fs.PrintDefaults()
+	}
+	listen := fs.String("listen", "0.0.0.0:29500", "`host:port` to serve on (port 0 picks a free port)")
+	tokenFlag := fs.String("token", "", "the job token `text` (visible to other users in the process list; prefer --token-file)")
+	tokenFile := fs.String("token-file", "", "read the job token from `file`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("store: unexpected argument %q", fs.Arg(0))
+	}
+	token, generated, err := storeToken(*tokenFlag, *tokenFile)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := store.NewServer(store.ServerConfig{Token: token, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := srv.Listen(*listen); err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(srv.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if host, err = firstIPv4(); err != nil {
+			host = "127.0.0.1"
+		}
+	}
+	fmt.Fprintf(stdout, "HCOMM_STORE=tcp://%s\n", net.JoinHostPort(host, port))
+	if generated {
+		fmt.Fprintf(stdout, "HCOMM_TOKEN=%s\n", token)
+	}
+	fmt.Fprintf(stderr, "hcomm store: serving on %s until interrupted\n", srv.Addr())
+	<-ctx.Done()
+	srv.Close()
+	fmt.Fprintln(stderr, "hcomm store: stopped")
+	return nil
+}
+
+// storeToken picks the store's token: the --token text, the content of
+// --token-file, $HCOMM_TOKEN, or a new random one (generated is then true).
+func storeToken(text, file string) (token string, generated bool, err error) {
+	switch {
+	case text != "" && file != "":
+		return "", false, errors.New("store: --token and --token-file exclude each other")
+	case text != "":
+		return text, false, nil
+	case file != "":
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", false, fmt.Errorf("store: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+		if token == "" {
+			return "", false, fmt.Errorf("store: token file %s is empty", file)
+		}
+		return token, false, nil
+	case os.Getenv("HCOMM_TOKEN") != "":
+		return os.Getenv("HCOMM_TOKEN"), false, nil
+	}
+	b := make([]byte, tokenBytes)
+	rand.Read(b)
+	return hex.EncodeToString(b), true, nil
+}

@@ -1,0 +1,135 @@
+// Command rankhelper is a rank program for the tests of hcomm run. Its
+// arguments are actions done in order; "rankN:action" does the action only
+// on rank N:
+//
+//	env            print rank=R size=S local_rank=LR local_size=LS tokenlen=L store=URL hostname=H
+//	pid            print pid=P
+//	getenv=NAME    print NAME=VALUE
+//	grandchild     start a copy of itself that sleeps 60s; print grandchild=P
+//	sleep=D        sleep for duration D
+//	exit=C         exit with status C
+//	signal=NAME    kill itself with SIGKILL or SIGTERM
+//	ignore-term    ignore SIGTERM from now on
+//	print=TEXT     print TEXT and a newline on stdout (\n in TEXT is a newline)
+//	partial=TEXT   print TEXT on stdout without a newline
+//	stderr=TEXT    print TEXT and a newline on stderr
+//	lines=N        print N numbered lines of 200 bytes
+//	report=TEXT    set hcomm/report/<rank> in the job's store to TEXT
+//	store          publish a key in the store and wait for every rank's; print store-ok
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hcomm-go/hcomm/store"
+)
+
+func main() {
+	rank, _ := strconv.Atoi(os.Getenv("HCOMM_RANK"))
+	for _, a := range os.Args[1:] {
+		if cond, rest, ok := strings.Cut(a, ":"); ok && strings.HasPrefix(cond, "rank") {
+			if cond != "rank"+strconv.Itoa(rank) {
+				continue
+			}
+			a = rest
+		}
+		if err := do(rank, a); err != nil {
+			fmt.Fprintf(os.Stderr, "rankhelper %d: %s: %v\n", rank, a, err)
+			os.Exit(99)
+		}
+	}
+}
+
+func do(rank int, action string) error {
+	name, arg, _ := strings.Cut(action, "=")
+	switch name {
+	case "env":
+		fmt.Printf("rank=%s size=%s local_rank=%s local_size=%s tokenlen=%d store=%s hostname=%s\n",
+			os.Getenv("HCOMM_RANK"), os.Getenv("HCOMM_SIZE"), os.Getenv("HCOMM_LOCAL_RANK"),
+			os.Getenv("HCOMM_LOCAL_SIZE"), len(os.Getenv("HCOMM_TOKEN")), os.Getenv("HCOMM_STORE"),
+			os.Getenv("HCOMM_HOSTNAME"))
+	case "pid":
+		fmt.Printf("pid=%d\n", os.Getpid())
+	case "getenv":
+		fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
+	case "grandchild":
+		cmd := exec.Command(os.Args[0], "sleep=60s")
+		cmd.Env = append(os.Environ(), "HCOMM_RANK=-1")
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		fmt.Printf("grandchild=%d\n", cmd.Process.Pid)
+	case "sleep":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return err
+		}
+		time.Sleep(d)
+	case "exit":
+		c, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		os.Exit(c)
+	case "signal":
+		sig := map[string]syscall.Signal{"SIGKILL": syscall.SIGKILL, "SIGTERM": syscall.SIGTERM}[arg]
+		if sig == 0 {
+			return fmt.Errorf("unknown signal")
+		}
+		signal.Reset(sig)
+		syscall.Kill(os.Getpid(), sig)
+		time.Sleep(10 * time.Second)
+		return fmt.Errorf("still alive")
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+	case "print":
+		fmt.Println(strings.ReplaceAll(arg, `\n`, "\n"))
+	case "partial":
+		fmt.Print(arg)
+	case "stderr":
+		fmt.Fprintln(os.Stderr, arg)
+	case "lines":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			line := fmt.Sprintf("rank %d line %d ", rank, i)
+			fmt.Println(line + strings.Repeat("x", 200-len(line)))
+		}
+	case "report", "store":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := store.Open(ctx, os.Getenv("HCOMM_STORE"), os.Getenv("HCOMM_TOKEN"))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if name == "report" {
+			return s.Set(ctx, "hcomm/report/"+strconv.Itoa(rank), []byte(strings.ReplaceAll(arg, `\n`, "\n")))
+		}
+		size, _ := strconv.Atoi(os.Getenv("HCOMM_SIZE"))
+		if err := s.Set(ctx, "test/"+strconv.Itoa(rank), []byte("here")); err != nil {
+			return err
+		}
+		keys := make([]string, size)
+		for i := range keys {
+			keys[i] = "test/" + strconv.Itoa(i)
+		}
+		if err := s.Wait(ctx, keys...); err != nil {
+			return err
+		}
+		fmt.Println("store-ok")
+	default:
+		return fmt.Errorf("unknown action")
+	}
+	return nil
+}
