@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hcomm-go/hcomm/store"
 )
 
 // The multi-process tests run this test binary as the ranks of a real job:
@@ -63,21 +63,56 @@ func rankMatrix[T Element](t *testing.T, comms []*Comm) {
 	testMatrixOn[T](t, comms[0])
 }
 
-// spawnJob starts n ranks of this test binary in child mode, with a TCP
-// store served by this process, and returns their combined output.
+var (
+	launcherOnce sync.Once
+	launcherPath string
+	launcherErr  error
+)
+
+// launcher builds cmd/hcomm once and returns the binary's path.
+func launcher(t *testing.T) string {
+	t.Helper()
+	launcherOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hcomm-launcher")
+		if err != nil {
+			launcherErr = err
+			return
+		}
+		launcherPath = filepath.Join(dir, "hcomm")
+		out, err := exec.Command("go", "build", "-o", launcherPath, "./cmd/hcomm").CombinedOutput()
+		if err != nil {
+			launcherErr = fmt.Errorf("go build ./cmd/hcomm: %v\n%s", err, out)
+		}
+	})
+	if launcherErr != nil {
+		t.Fatal(launcherErr)
+	}
+	return launcherPath
+}
+
+// spawnJob starts n ranks of this test binary in child mode with
+// `hcomm run`, which serves the store and sets the rank variables, and
+// returns the launcher's output if it failed.
 func spawnJob(t *testing.T, n int, mode string, env ...string) (string, error) {
 	t.Helper()
-	token := fmt.Sprintf("test-token-%d", time.Now().UnixNano())
-	srv, err := store.NewServer(store.ServerConfig{Token: token})
+	return launch(t, []string{"-n", strconv.Itoa(n), "--tag-output", "--timeout", "4m"}, nil, mode, env...)
+}
+
+// launch runs `prefix... hcomm run flags... -- <test binary> child args`.
+func launch(t *testing.T, flags, prefix []string, mode string, env ...string) (string, error) {
+	t.Helper()
+	argv := append(append([]string{}, prefix...), launcher(t), "run")
+	argv = append(argv, flags...)
+	argv = append(argv, "--", os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		return lastLines(string(out), 80), err
 	}
-	if err := srv.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	url := "tcp://" + srv.Addr().String()
-	return spawnRanks(t, n, mode, append(env, "HCOMM_STORE="+url, "HCOMM_TOKEN="+token)...)
+	return "", nil
 }
 
 func spawnRanks(t *testing.T, n int, mode string, env ...string) (string, error) {

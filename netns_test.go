@@ -168,15 +168,20 @@ func TestMultiHost(t *testing.T) {
 	for _, rate := range []string{"", "10gbit"} {
 		t.Run("rate="+rate, func(t *testing.T) {
 			cl := newCluster(t, 2, rate)
-			dir := filepath.Join(t.TempDir(), "store")
-			if err := os.Mkdir(dir, 0o700); err != nil {
+			const n, per = 4, 2
+			rsh := filepath.Join(t.TempDir(), "nsrsh")
+			script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+			if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			const n, per = 4, 2
 			start := time.Now()
-			out, err := spawnRanksWith(t, n, "hosts", func(r int) []string {
-				return []string{"ip", "netns", "exec", cl.hosts[r/per]}
-			}, "HCOMM_STORE=file://"+dir, "HCOMM_TOKEN=netns-test", "HCOMM_SOCKET_IFNAME=eth0", fmt.Sprintf("HCOMM_TEST_PER_HOST=%d", per))
+			// The launcher runs on host 0 and serves the store there;
+			// every rank, host 0's too, is started through the rsh.
+			out, err := launch(t, []string{"-n", strconv.Itoa(n),
+				"--hosts", fmt.Sprintf("%s:%d,%s:%d", cl.hosts[0], per, cl.hosts[1], per),
+				"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
+				"-x", childEnv, "-x", "HCOMM_TEST_PER_HOST"},
+				[]string{"ip", "netns", "exec", cl.hosts[0]}, "hosts", fmt.Sprintf("HCOMM_TEST_PER_HOST=%d", per))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
