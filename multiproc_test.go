@@ -13,7 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // The multi-process tests run this test binary as the ranks of a real job:
