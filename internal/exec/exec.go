@@ -38,6 +38,7 @@ type Executor struct {
 
 	workers []chan task
 	results chan error
+	cur     run // the state of the Run in progress, reused
 	wg      sync.WaitGroup
 	closed  bool
 
@@ -139,13 +140,15 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 		return fmt.Errorf("exec: executor closed")
 	}
 	e.ensure(maxOps, prog.Scratch*es)
-	r := run{e: e, fp: fp, dt: dt, op: op, es: es, in: in, out: out, scratch: e.scratch[:prog.Scratch*es]}
+	r := &e.cur
+	*r = run{e: e, fp: fp, dt: dt, op: op, es: es, in: in, out: out, scratch: e.scratch[:prog.Scratch*es]}
+	defer func() { *r = run{} }() // drop references to the caller's buffers
 	for si := range prog.Steps {
 		ops := prog.Steps[si].Ops
 		for i := 1; i < len(ops); i++ {
-			e.workers[i-1] <- task{ctx: ctx, r: &r, op: &ops[i], buf: e.staging[i]}
+			e.workers[i-1] <- task{ctx: ctx, r: r, op: &ops[i], buf: e.staging[i]}
 		}
-		if err := e.runOp(ctx, &r, &ops[0], e.staging[0]); err != nil {
+		if err := e.runOp(ctx, r, &ops[0], e.staging[0]); err != nil {
 			r.setErr(err)
 		}
 		for i := 1; i < len(ops); i++ {

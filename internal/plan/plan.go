@@ -169,6 +169,9 @@ func (p *Planner) keyOf(s sched.Spec, elemSize int) (key, bool) {
 	case sched.Barrier:
 		return k, true
 	case sched.AllToAll:
+		if s.N < 1 || len(s.Matrix) != s.N || len(s.Matrix[0]) != s.N {
+			return k, false
+		}
 		c := s.Matrix[0][0]
 		for _, row := range s.Matrix {
 			for _, v := range row {
@@ -179,6 +182,9 @@ func (p *Planner) keyOf(s sched.Spec, elemSize int) (key, bool) {
 		}
 		k.count = c
 		return k, true
+	}
+	if s.N < 1 || len(s.Counts) != s.N {
+		return k, false
 	}
 	c := s.Counts[0]
 	for _, v := range s.Counts {
@@ -260,7 +266,9 @@ func (m Model) Cost(name string, s sched.Spec, elemSize int) float64 {
 		case "hd":
 			return (2*lg+fold)*a + 2*frac*bytes*b + frac*bytes*g + fold*bytes*b/2
 		case "dbtree":
-			return 2*lg*a + bytes*b + bytes*g/2 + 2*lg*fill*b
+			// Every rank sends about 2m (m up the trees, m down) and
+			// reduces about m, plus the pipeline's fill along the depth.
+			return 2*lg*a + 2*bytes*b + bytes*g + 2*lg*fill*b
 		}
 	case sched.Reduce:
 		switch name {

@@ -1,0 +1,144 @@
+package plan
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
+
+func TestParseOverrides(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Overrides
+		wantErr bool
+	}{
+		{"", Overrides{}, false},
+		{"allreduce=ring", Overrides{sched.AllReduce: "ring"}, false},
+		{" AllReduce = TREE , broadcast=pipeline", Overrides{sched.AllReduce: "dbtree", sched.Broadcast: "chain"}, false},
+		{"bcast=binomial,,", Overrides{sched.Broadcast: "binomial"}, false},
+		{"allreduce=nope", nil, true},
+		{"frobnicate=ring", nil, true},
+		{"nosuchalgo", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseOverrides(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseOverrides(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if tt.wantErr {
+			continue
+		}
+		if len(got) != len(tt.want) {
+			t.Errorf("ParseOverrides(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+		for c, n := range tt.want {
+			if got[c] != n {
+				t.Errorf("ParseOverrides(%q)[%v] = %q, want %q", tt.in, c, got[c], n)
+			}
+		}
+	}
+	// A bare name applies to every collective that has it.
+	o, err := ParseOverrides("ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []sched.Coll{sched.AllReduce, sched.AllGather, sched.ReduceScatter} {
+		if o[c] != "ring" {
+			t.Errorf("bare ring: %v -> %q", c, o[c])
+		}
+	}
+	if _, ok := o[sched.Broadcast]; ok {
+		t.Errorf("bare ring set Broadcast, which has no ring")
+	}
+}
+
+func FuzzParseOverrides(f *testing.F) {
+	for _, s := range []string{"allreduce=ring,broadcast=tree", "ring", "=", ",,=,", "allreduce=", "x=y=z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		o, err := ParseOverrides(s)
+		if err != nil {
+			return
+		}
+		for c, name := range o {
+			if _, ok := algo.Lookup(c, name); !ok {
+				t.Fatalf("ParseOverrides(%q) accepted %v=%q, which does not exist", s, c, name)
+			}
+		}
+	})
+}
+
+// Every algorithm the registry has must have a finite cost, or the model
+// could never choose it.
+func TestEveryAlgorithmHasACost(t *testing.T) {
+	for _, a := range algo.All() {
+		s := sched.Uniform(a.Coll, 8, 1024, 0, false)
+		if c := MemoryModel.Cost(a.Name, s, 4); math.IsInf(c, 0) || math.IsNaN(c) || c < 0 {
+			t.Errorf("%v %s: cost %v", a.Coll, a.Name, c)
+		}
+	}
+}
+
+func TestChoose(t *testing.T) {
+	tests := []struct {
+		coll  sched.Coll
+		n     int
+		count int
+		model Model
+		want  []string // acceptable choices
+	}{
+		// Tiny messages: latency-optimal, logarithmic algorithms.
+		{sched.AllReduce, 16, 2, MemoryModel, []string{"rd", "dbtree"}},
+		{sched.Broadcast, 16, 2, MemoryModel, []string{"binomial"}},
+		{sched.Barrier, 16, 0, MemoryModel, []string{"dissemination"}},
+		// Large messages: bandwidth-optimal ones.
+		{sched.AllReduce, 16, 16 << 20, MemoryModel, []string{"ring", "hd"}},
+		{sched.AllGather, 8, 4 << 20, NetworkModel, []string{"ring", "bruck"}},
+		{sched.Broadcast, 16, 64 << 20, NetworkModel, []string{"chain", "sag"}},
+	}
+	for _, tt := range tests {
+		p := New(0, tt.n, tt.model, nil)
+		a, err := p.Choose(sched.Uniform(tt.coll, tt.n, tt.count, 0, false), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := false
+		for _, w := range tt.want {
+			ok = ok || a.Name == w
+		}
+		if !ok {
+			t.Errorf("%v n=%d count=%d: chose %s, want one of %v", tt.coll, tt.n, tt.count, a.Name, tt.want)
+		}
+	}
+}
+
+func TestOverrideAndCache(t *testing.T) {
+	p := New(1, 4, MemoryModel, Overrides{sched.AllReduce: "ring"})
+	s := sched.Uniform(sched.AllReduce, 4, 8, 0, false)
+	p1, err := p.Program(s, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Algo != "ring" || p1.Rank != 1 {
+		t.Fatalf("program %s rank %d, want ring rank 1", p1.Algo, p1.Rank)
+	}
+	p2, _ := p.Program(s, 4)
+	if p1 != p2 {
+		t.Error("a uniform call was not served from the cache")
+	}
+	// Uneven counts are built each time, and still honour the override.
+	v := sched.Spec{Coll: sched.AllGather, N: 4, Counts: []int{1, 2, 3, 4}}
+	q1, _ := p.Program(v, 4)
+	q2, _ := p.Program(v, 4)
+	if q1 == q2 {
+		t.Error("an uneven call was cached")
+	}
+	if _, err := New(0, 4, MemoryModel, nil).Program(sched.Spec{Coll: 99, N: 4}, 4); !errors.Is(err, ErrNoAlgorithm) {
+		t.Errorf("unknown collective: %v", err)
+	}
+}
