@@ -25,7 +25,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "perf":
-		err = perf(os.Args[2:], os.Stdout)
+		err = perf(os.Args[2:], os.Stdout, os.Stderr)
 	case "run":
 		os.Exit(runCmd(os.Args[2:], os.Stdout, os.Stderr))
 	case "store":

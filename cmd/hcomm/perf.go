@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,16 +32,19 @@ type perfConfig struct {
 	csv      bool
 	json     bool
 	label    string
-	checkAll bool
+	local    bool
+	trans    string
 }
 
 var perfOps = []string{"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "barrier"}
 
-func perf(args []string, stdout io.Writer) error {
+func perf(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	var pc perfConfig
 	var ops, minB, maxB string
-	fs.IntVar(&pc.n, "n", 2, "number of ranks")
+	fs.IntVar(&pc.n, "n", 2, "number of ranks (processes started through hcomm run, or goroutines with -local)")
+	fs.BoolVar(&pc.local, "local", false, "run the ranks as goroutines of this process instead of separate processes")
+	fs.StringVar(&pc.trans, "transport", "", "force the transport between processes: shm or tcp (HCOMM_TRANSPORT)")
 	fs.StringVar(&ops, "op", "allreduce", "collective(s), comma-separated, or all: "+strings.Join(perfOps, ","))
 	fs.StringVar(&minB, "b", "8", "smallest size (bytes; K/M/G suffixes)")
 	fs.StringVar(&maxB, "e", "64M", "largest size")
@@ -82,7 +86,36 @@ func perf(args []string, stdout io.Writer) error {
 		}
 	}
 	ctx := context.Background()
-	comms, err := hcomm.NewLocal(ctx, pc.n, &hcomm.Config{Algo: pc.algo, ChunkBytes: pc.chunk, Timeout: -1})
+	cfg := &hcomm.Config{Algo: pc.algo, ChunkBytes: pc.chunk, Timeout: -1}
+	switch {
+	case os.Getenv("HCOMM_RANK") != "":
+		// A rank of a job `hcomm perf` (or another launcher) started.
+		c, err := hcomm.Init(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		out := io.Discard
+		if c.Rank() == 0 {
+			out = stdout
+		}
+		return runPerf(ctx, c, &pc, out, "processes")
+	case !pc.local && pc.n > 1:
+		// Start pc.n copies of this command as the ranks of a job.
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if pc.trans != "" {
+			os.Setenv("HCOMM_TRANSPORT", pc.trans)
+		}
+		argv := append([]string{"-n", strconv.Itoa(pc.n), "--", self, "perf"}, args...)
+		if code := runCmd(argv, stdout, stderr); code != 0 {
+			return fmt.Errorf("the job failed (status %d)", code)
+		}
+		return nil
+	}
+	comms, err := hcomm.NewLocal(ctx, pc.n, cfg)
 	if err != nil {
 		return err
 	}
@@ -97,7 +130,7 @@ func perf(args []string, stdout io.Writer) error {
 			if c.Rank() == 0 {
 				out = stdout
 			}
-			errs[c.Rank()] = runPerf(ctx, c, &pc, out)
+			errs[c.Rank()] = runPerf(ctx, c, &pc, out, "goroutines")
 		}()
 	}
 	wg.Wait()
@@ -137,11 +170,11 @@ type row struct {
 	InPlac bool    `json:"in_place"`
 }
 
-func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, out io.Writer) error {
+func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, out io.Writer, what string) error {
 	if pc.csv {
 		fmt.Fprintln(out, "impl,op,ranks,bytes,usec,algbw_GBps,busbw_GBps")
 	} else if !pc.json {
-		fmt.Fprintf(out, "# hcomm perf: %d ranks (in-process), %s\n", c.Size(), map[bool]string{true: "in place", false: "out of place"}[pc.inPlace])
+		fmt.Fprintf(out, "# hcomm perf: %d ranks (%s), %s\n", c.Size(), what, map[bool]string{true: "in place", false: "out of place"}[pc.inPlace])
 		fmt.Fprintf(out, "# %12s %12s %8s %14s %10s %10s %8s\n", "size(B)", "count", "type", "op", "time(us)", "algbw", "busbw #wrong")
 	}
 	for _, op := range pc.ops {
