@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,12 +117,12 @@ func launch(t *testing.T, flags, prefix []string, mode string, env ...string) (s
 
 func spawnRanks(t *testing.T, n int, mode string, env ...string) (string, error) {
 	t.Helper()
-	return spawnRanksWith(t, n, mode, nil, env...)
+	return spawnRanksWith(t, n, mode, nil, nil, env...)
 }
 
-// spawnRanksWith starts rank r as prefix(r) followed by the test binary
-// (prefix may be nil).
-func spawnRanksWith(t *testing.T, n int, mode string, prefix func(r int) []string, env ...string) (string, error) {
+// spawnRanksWith starts rank r as prefix(r) followed by the test binary,
+// with envFor(r) added to its environment (either may be nil).
+func spawnRanksWith(t *testing.T, n int, mode string, prefix, envFor func(r int) []string, env ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -138,6 +139,9 @@ func spawnRanksWith(t *testing.T, n int, mode string, prefix func(r int) []strin
 		cmd.Env = append(os.Environ(), childEnv+"="+mode,
 			fmt.Sprintf("HCOMM_RANK=%d", r), fmt.Sprintf("HCOMM_SIZE=%d", n))
 		cmd.Env = append(cmd.Env, env...)
+		if envFor != nil {
+			cmd.Env = append(cmd.Env, envFor(r)...)
+		}
 		var b bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &b, &b
 		if err := cmd.Start(); err != nil {
@@ -258,5 +262,68 @@ func rankSplit(t *testing.T, c *Comm) {
 	}
 	if x[0] != want {
 		t.Fatalf("sum over color %d = %d, want %d", c.Rank()%2, x[0], want)
+	}
+}
+
+// TestMultiProcessTorchrunStyle: with only MASTER_ADDR/MASTER_PORT (and
+// torchrun's RANK/WORLD_SIZE), rank 0 serves the store itself.
+func TestMultiProcessTorchrunStyle(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	const n = 3
+	out, err := spawnRanksWith(t, n, "split", nil, func(r int) []string {
+		return []string{"HCOMM_RANK=", "HCOMM_SIZE=", "RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(n),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "HCOMM_TOKEN=torchrun-style"}
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func TestEnvRankSize(t *testing.T) {
+	for _, v := range []string{"HCOMM_RANK", "HCOMM_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+		"OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	tests := []struct {
+		env        map[string]string
+		rank, size int
+		bad        bool
+	}{
+		{nil, 0, 1, false},
+		{map[string]string{"HCOMM_RANK": "2", "HCOMM_SIZE": "4"}, 2, 4, false},
+		{map[string]string{"RANK": "1", "WORLD_SIZE": "2"}, 1, 2, false},
+		{map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8"}, 3, 8, false},
+		{map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "6"}, 5, 6, false},
+		{map[string]string{"HCOMM_RANK": "0", "HCOMM_SIZE": "2", "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, 0, 2, false},
+		{map[string]string{"HCOMM_RANK": "4", "HCOMM_SIZE": "4"}, 0, 0, true},
+		{map[string]string{"RANK": "x", "WORLD_SIZE": "2"}, 0, 0, true},
+		{map[string]string{"SLURM_PROCID": "1"}, 0, 0, true},
+	}
+	for _, tt := range tests {
+		for k, v := range tt.env {
+			os.Setenv(k, v)
+		}
+		rank, size, err := envRankSize()
+		for k := range tt.env {
+			os.Unsetenv(k)
+		}
+		if tt.bad {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%v: err = %v, want ErrInvalidArgument", tt.env, err)
+			}
+			continue
+		}
+		if err != nil || rank != tt.rank || size != tt.size {
+			t.Errorf("%v: %d, %d, %v; want %d, %d", tt.env, rank, size, err, tt.rank, tt.size)
+		}
 	}
 }
