@@ -1,7 +1,7 @@
 # The test command CI runs (see README.md).
 GO ?= go
 
-.PHONY: test vet race fuzz bench
+.PHONY: test vet race large fuzz bench
 
 test: vet race large fuzz
 
@@ -17,7 +17,7 @@ race:
 large:
 	$(GO) test -count=1 -run '^TestAllReduceLarge$$' .
 
-# Each fuzz target for a bounded time (FUZZTIME, default 10s).
+# Each fuzz target for a bounded time (FUZZTIME, default 3s).
 FUZZTIME ?= 3s
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
