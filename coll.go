@@ -44,10 +44,14 @@ func (c *Comm) run(parent context.Context, k *call) error {
 		Root: int32(k.spec.Root), Count: k.digest}
 	ctx, cancel := c.withTimeout(parent)
 	defer cancel()
-	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx}
+	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx, fp: &fp}
+	slot := c.rec.Begin(k.name, &fp)
 	if err := c.ex.Run(ctx, prog, &fp, k.dt, k.op, k.in, k.out); err != nil {
-		return c.runErr(&c.cur, err)
+		oe := c.runErr(&c.cur, err)
+		c.rec.End(slot, oe)
+		return oe
 	}
+	c.rec.End(slot, nil)
 	if k.op == reduce.Avg && len(k.avg) > 0 {
 		reduce.DivN(k.dt, k.avg, c.size)
 	}

@@ -12,8 +12,10 @@ import (
 	"github.com/hcomm-go/hcomm/internal/exec"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
+	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // Comm is a communicator: one rank's handle on a group of ranks that run
@@ -43,6 +45,14 @@ type Comm struct {
 	boot       bootstrap
 	owns       interface{ close() } // the store this communicator set up (world only)
 
+	members  []int          // the world rank of each rank (multi-process jobs)
+	rec      trace.Recorder // the flight recorder
+	repMu    sync.Mutex
+	repSeq   uint64 // the operation the last culprit report is about
+	report   string
+	lostErr  error // the last peer-lost error looked up in the store, and
+	lostNote error // what that peer reported about itself
+
 	mu       sync.Mutex // serializes collectives
 	seq      uint64
 	cur      current // the collective running, guarded by mu
@@ -59,6 +69,7 @@ type current struct {
 	name        string
 	seq         uint64
 	parent, ctx context.Context
+	fp          *wire.Fingerprint // nil for point-to-point calls
 }
 
 const (
@@ -114,6 +125,13 @@ func newComm(rank, size int, id string, set settings, t transport.Transport, boo
 	// The first failing op of a collective poisons the communicator at
 	// once, which also unblocks the collective's other ops and the peers.
 	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
+	c.members = make([]int, size)
+	for i := range c.members {
+		c.members[i] = i
+	}
+	if sb, ok := boot.(*storeBoot); ok && sb.watch != nil {
+		sb.watch.add(c)
+	}
 	return c
 }
 
@@ -145,6 +163,7 @@ func (c *Comm) fail(err error) {
 	}
 	c.stateMu.Unlock()
 	c.t.Abort(err)
+	c.publishFailure(err)
 }
 
 // Abort makes the communicator unusable at once: pending operations and all
@@ -178,6 +197,9 @@ func (c *Comm) Close() error {
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
 	c.mu.Unlock()
+	if sb, ok := c.boot.(*storeBoot); ok && sb.watch != nil {
+		sb.watch.remove(c)
+	}
 	if c.owns != nil {
 		c.owns.close()
 	}
@@ -202,15 +224,20 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		if cur.parent.Err() == nil {
 			te.after = c.set.timeout
 		}
+		// Before the peers are told, find out who everybody waits for,
+		// so that the report travels with the failure.
+		te.report = c.reportFor(cur)
 		err = te
 	case peerOf(err) < 0 && errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
 		err = c.usable()
+	default:
+		err = c.whyLost(err)
 	}
 	return &OpError{Op: cur.name, Rank: c.rank, Peer: peerOf(err), Seq: cur.seq, Err: err}
 }
 
 // runErr reports a failed operation and poisons the communicator.
-func (c *Comm) runErr(cur *current, err error) error {
+func (c *Comm) runErr(cur *current, err error) *OpError {
 	oe := c.opErr(cur, err)
 	if c.state.Load() == stateOK {
 		c.fail(oe)
@@ -258,7 +285,11 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if err != nil {
 		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
-	return newComm(newRank, len(ms), id, c.set, t, boot, c.model), nil
+	sub := newComm(newRank, len(ms), id, c.set, t, boot, c.model)
+	for i, m := range ms {
+		sub.members[i] = c.members[m.rank]
+	}
+	return sub, nil
 }
 
 // Barrier returns once every rank has entered it.

@@ -71,14 +71,19 @@ func trimPrefix(s string) string {
 // timeoutError marks a deadline: it matches ErrTimeout and
 // context.DeadlineExceeded.
 type timeoutError struct {
-	after time.Duration // the configured timeout, or 0 when the ctx's deadline fired
+	after  time.Duration // the configured timeout, or 0 when the ctx's deadline fired
+	report string        // who everyone waits for, when the job could tell
 }
 
 func (e *timeoutError) Error() string {
+	s := "timed out: context deadline exceeded"
 	if e.after > 0 {
-		return fmt.Sprintf("timed out after %v (raise Config.Timeout or HCOMM_TIMEOUT if peers are legitimately slow)", e.after)
+		s = fmt.Sprintf("timed out after %v (raise Config.Timeout or HCOMM_TIMEOUT if peers are legitimately slow)", e.after)
 	}
-	return "timed out: context deadline exceeded"
+	if e.report != "" {
+		s += "; " + e.report
+	}
+	return s
 }
 
 func (e *timeoutError) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/boot"
@@ -108,6 +109,7 @@ func initWorld(ctx context.Context, j job, set settings) (*Comm, error) {
 	if remote {
 		m = plan.NetworkModel
 	}
+	sb.watch = newWatcher(st, j.rank)
 	c := newComm(j.rank, j.size, "world", set, t, sb, m)
 	c.owns = sb
 	return c, nil
@@ -115,10 +117,12 @@ func initWorld(ctx context.Context, j job, set settings) (*Comm, error) {
 
 // storeBoot builds transports through the job's store (Init and Split).
 type storeBoot struct {
-	st  store.Store
-	srv *store.Server
-	j   job
-	set settings
+	st    store.Store
+	srv   *store.Server
+	j     job
+	set   settings
+	watch *watcher       // answers dump requests for culprit reports
+	notes sync.WaitGroup // failure notes being published
 }
 
 func (b *storeBoot) connect(ctx context.Context, id string, rank, size int) (transport.Transport, bool, error) {
@@ -140,6 +144,11 @@ func (b *storeBoot) sub(ctx context.Context, key string, rank, size int) (transp
 }
 
 func (b *storeBoot) close() {
+	b.notes.Wait() // each is bounded by its own timeout
+	if b.watch != nil {
+		b.st.Close() // unblocks the watcher's wait
+		b.watch.stop()
+	}
 	b.st.Close()
 	if b.srv != nil {
 		b.srv.Close()

@@ -30,7 +30,11 @@ func TestRankProcess(t *testing.T) {
 		t.Skip("runs only as a rank of a multi-process test")
 	}
 	ctx := context.Background()
-	c, err := Init(ctx, &Config{Timeout: 2 * time.Minute})
+	timeout := 2 * time.Minute
+	if v := os.Getenv("HCOMM_TEST_TIMEOUT"); v != "" {
+		timeout, _ = time.ParseDuration(v)
+	}
+	c, err := Init(ctx, &Config{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +51,14 @@ func TestRankProcess(t *testing.T) {
 		rankLarge(t, c)
 	case "split":
 		rankSplit(t, c)
+	case "kill":
+		rankKill(t, c)
+	case "stop":
+		rankStop(t, c)
+	case "mismatch":
+		rankMismatch(t, c)
+	case "hostile":
+		rankHostile(t, c)
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

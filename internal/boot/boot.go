@@ -73,7 +73,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	kv := store.WithPrefix(o.Store, "hcomm/"+o.CommID+"/")
+	kv := store.WithPrefix(o.Store, "hcomm/"+o.CommID)
 	lis, err := net.Listen("tcp", net.JoinHostPort(o.ListenHost, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("listen on %q (HCOMM_SOCKET_ADDR / HCOMM_SOCKET_IFNAME): %w", o.ListenHost, err)
@@ -129,7 +129,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		// Each host's segment is named under its lowest rank's key, so
 		// hosts sharing one store never read each other's segment.
 		t, err := shm.New(ctx, shm.Config{Rank: o.Rank, Size: o.Size, Local: local,
-			KV: store.WithPrefix(kv, "shm/"+strconv.Itoa(local[0])+"/"), SlotBytes: slotBytes(o.ChunkBytes),
+			KV: store.WithPrefix(kv, "shm/"+strconv.Itoa(local[0])), SlotBytes: slotBytes(o.ChunkBytes),
 			CMAThreshold: cma(o.CMAThreshold), Logger: o.Logger})
 		if err != nil {
 			return fail(fmt.Errorf("shared memory with ranks %v: %w", local, err))

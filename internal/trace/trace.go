@@ -1,0 +1,156 @@
+// Package trace is the flight recorder: each communicator keeps its last
+// collectives (sequence number, call, state, timestamps) in a fixed ring, so
+// that a stuck or failed job can say who was where.
+package trace
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// State is where a recorded operation is.
+type State uint8
+
+const (
+	Running State = iota + 1
+	Done
+	Failed
+)
+
+func (s State) String() string {
+	switch s {
+	case Running:
+		return "running"
+	case Done:
+		return "done"
+	case Failed:
+		return "failed"
+	}
+	return "?"
+}
+
+// Entry is one recorded operation.
+type Entry struct {
+	Seq   uint64
+	Name  string           // the API call, e.g. "AllGatherV"
+	FP    wire.Fingerprint // what the call was
+	State State
+	Start time.Time
+	End   time.Time
+	Err   string
+}
+
+// Size is the number of operations a Recorder keeps.
+const Size = 64
+
+// Recorder keeps the last Size operations of one communicator. Begin and
+// End do not allocate (except End's error text).
+type Recorder struct {
+	mu      sync.Mutex
+	ring    [Size]Entry
+	next    int // total recorded
+	entered uint64
+	done    uint64 // highest sequence number completed successfully
+}
+
+// Begin records that the operation fp.Seq, called as name, started, and
+// returns its slot.
+func (r *Recorder) Begin(name string, fp *wire.Fingerprint) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slot := r.next % Size
+	r.ring[slot] = Entry{Seq: fp.Seq, Name: name, FP: *fp, State: Running, Start: time.Now()}
+	r.next++
+	r.entered = fp.Seq
+	return slot
+}
+
+// Call renders an entry's call, e.g. "AllReduce(float32, 1024, sum)".
+func (e *Entry) Call() string {
+	s := e.FP.String()
+	if i := strings.Index(s, " as "); i >= 0 {
+		s = s[:i]
+	}
+	if e.Name != "" && !strings.HasPrefix(s, e.Name+"(") {
+		if i := strings.IndexByte(s, '('); i >= 0 {
+			s = e.Name + s[i:]
+		}
+	}
+	return s
+}
+
+// End records how the operation in slot ended.
+func (r *Recorder) End(slot int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := &r.ring[slot]
+	e.End = time.Now()
+	if err != nil {
+		e.State = Failed
+		e.Err = err.Error()
+		return
+	}
+	e.State = Done
+	if e.Seq > r.done {
+		r.done = e.Seq
+	}
+}
+
+// Snapshot is a recorder's summary, as published for culprit reports.
+type Snapshot struct {
+	Entered   uint64 `json:"entered"`   // last sequence number entered
+	Call      string `json:"call"`      // that operation's call
+	State     string `json:"state"`     // its state
+	Completed uint64 `json:"completed"` // last sequence number completed
+	ForMS     int64  `json:"for_ms"`    // how long it has been in that state
+}
+
+// Snapshot summarizes the recorder.
+func (r *Recorder) Snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Snapshot{Entered: r.entered, Completed: r.done}
+	if r.next > 0 {
+		e := r.ring[(r.next-1)%Size]
+		s.Call, s.State = e.Call(), e.State.String()
+		since := e.Start
+		if e.State != Running {
+			since = e.End
+		}
+		s.ForMS = time.Since(since).Milliseconds()
+	}
+	return s
+}
+
+// Entries returns the recorded operations, oldest first.
+func (r *Recorder) Entries() []Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(r.next, Size)
+	out := make([]Entry, 0, n)
+	for i := r.next - n; i < r.next; i++ {
+		out = append(out, r.ring[i%Size])
+	}
+	return out
+}
+
+// Format writes the entries as text, one per line.
+func (r *Recorder) Format() string {
+	var b strings.Builder
+	for _, e := range r.Entries() {
+
+		fmt.Fprintf(&b, "#%d %s %s start=%s", e.Seq, e.Call(), e.State, e.Start.Format(time.RFC3339Nano))
+		if !e.End.IsZero() {
+			fmt.Fprintf(&b, " took=%v", e.End.Sub(e.Start))
+		}
+		if e.Err != "" {
+			fmt.Fprintf(&b, " err=%q", e.Err)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
