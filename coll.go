@@ -2,7 +2,10 @@ package hcomm
 
 import (
 	"context"
+	"fmt"
+	"hash/crc32"
 	"hash/fnv"
+	"strings"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/reduce"
@@ -21,8 +24,20 @@ type call struct {
 	digest  int64  // Fingerprint.Count
 }
 
-// run checks the communicator, stamps the call and executes it.
+// run executes a call and, with HCOMM_CHECK_RESULTS, checks that every
+// rank got the same result.
 func (c *Comm) run(parent context.Context, k *call) error {
+	if err := c.run1(parent, k); err != nil {
+		return err
+	}
+	if c.set.checkResults {
+		return c.checkResults(parent, k)
+	}
+	return nil
+}
+
+// run1 checks the communicator, stamps the call and executes it.
+func (c *Comm) run1(parent context.Context, k *call) error {
 	if err := c.usable(); err != nil {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: err}
 	}
@@ -558,4 +573,46 @@ func Gather[T Element](ctx context.Context, c *Comm, send, recv []T, root int) e
 // root: recv is send's block root.
 func Scatter[T Element](ctx context.Context, c *Comm, send, recv []T, root int) error {
 	return c.ScatterBytes(ctx, bytesOf(send), bytesOf(recv), DTypeOf[T](), root)
+}
+
+// checkResultsHook, when set by a test, may alter a rank's result before it
+// is hashed.
+var checkResultsHook func(rank int, out []byte)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkResults compares a hash of the result of a collective whose result
+// is the same on every rank (AllReduce, AllGather, Broadcast) across the
+// ranks, and fails with ErrMismatch naming the ranks that disagree.
+func (c *Comm) checkResults(ctx context.Context, k *call) error {
+	switch k.spec.Coll {
+	case sched.AllReduce, sched.AllGather, sched.Broadcast:
+	default:
+		return nil
+	}
+	out := k.out
+	if checkResultsHook != nil {
+		out = append([]byte(nil), out...)
+		checkResultsHook(c.rank, out)
+	}
+	mine := crc32.Checksum(out, castagnoli)
+	all := make([]uint32, c.size)
+	sum := []uint32{mine}
+	err := c.run1(ctx, &call{name: "CheckResults", spec: sched.Uniform(sched.AllGather, c.size, 1, 0, false),
+		dt: reduce.Uint32, in: bytesOf(sum), out: bytesOf(all), digest: 1})
+	if err != nil {
+		return err
+	}
+	var differ []string
+	for r, h := range all {
+		if h != all[0] {
+			differ = append(differ, fmt.Sprintf("rank %d %08x", r, h))
+		}
+	}
+	if differ == nil {
+		return nil
+	}
+	return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Seq: c.seq - 1, Err: fmt.Errorf(
+		"%w: HCOMM_CHECK_RESULTS: the ranks' results differ (CRC32C rank 0 %08x; %s): data was corrupted or the reduction is not deterministic",
+		ErrMismatch, all[0], strings.Join(differ, ", "))}
 }

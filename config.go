@@ -52,6 +52,12 @@ type Config struct {
 	// Logger receives diagnostics. Nil means a logger on standard error at
 	// the level HCOMM_DEBUG names (default: warnings only).
 	Logger *slog.Logger
+
+	// CheckResults makes every AllReduce, AllGather and Broadcast compare
+	// a hash of its result across the ranks and fail with ErrMismatch if
+	// they differ (HCOMM_CHECK_RESULTS=1). It costs one small AllGather per
+	// call; it is a debugging aid.
+	CheckResults bool
 }
 
 // settings is a Config with everything resolved.
@@ -60,6 +66,8 @@ type settings struct {
 	overrides plan.Overrides
 	chunk     int
 	log       *slog.Logger
+	// checkResults compares results across ranks (HCOMM_CHECK_RESULTS).
+	checkResults bool
 }
 
 func resolve(cfg *Config) (settings, error) {
@@ -104,6 +112,7 @@ func resolve(cfg *Config) (settings, error) {
 	if s.chunk <= 0 {
 		s.chunk = exec.DefaultChunkBytes
 	}
+	s.checkResults = c.CheckResults || os.Getenv("HCOMM_CHECK_RESULTS") == "1"
 	s.log = c.Logger
 	if s.log == nil {
 		s.log = defaultLogger()

@@ -386,3 +386,26 @@ func TestHalfConversions(t *testing.T) {
 		t.Errorf("BFloat16From(1.5) = %#x", got)
 	}
 }
+
+func TestCheckResults(t *testing.T) {
+	ctx := context.Background()
+	comms := newLocal(t, 3, &Config{CheckResults: true})
+	run := func() []error {
+		return par(comms, func(c *Comm) error {
+			x := []float32{float32(c.Rank()), 2}
+			return AllReduce(ctx, c, x, x, Sum)
+		})
+	}
+	noErrs(t, "clean AllReduce", run())
+	checkResultsHook = func(rank int, out []byte) {
+		if rank == 1 {
+			out[0] ^= 1
+		}
+	}
+	defer func() { checkResultsHook = nil }()
+	for r, err := range run() {
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "results differ") || !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("rank %d: %v, want ErrMismatch naming rank 1", r, err)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type job struct {
 	transport   string
 	nsocks      int
 	cma         int
+	checksum    bool
 	hostID      string
 	listen, adv string
 }
@@ -129,7 +130,7 @@ func (b *storeBoot) connect(ctx context.Context, id string, rank, size int) (tra
 	res, err := boot.Connect(ctx, boot.Options{Rank: rank, Size: size, Store: b.st, CommID: id,
 		Token: sha256.Sum256([]byte(b.j.token)), Transport: b.j.transport, Host: b.j.hostID,
 		ListenHost: b.j.listen, AdvertiseHost: b.j.adv, NSocks: b.j.nsocks,
-		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, Logger: b.set.log})
+		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, Checksum: b.j.checksum, Logger: b.set.log})
 	if err != nil {
 		return nil, false, err
 	}
@@ -238,6 +239,7 @@ func readJob(cfg *Config) (job, error) {
 	} else if set && n > 0 {
 		j.cma = max(n, 128<<10+1)
 	}
+	j.checksum = os.Getenv("HCOMM_CHECKSUM") == "1"
 	j.hostID = boot.HostID()
 	storeHost := ""
 	if u, err := url.Parse(j.storeURL); err == nil && u.Scheme == "tcp" {

@@ -207,6 +207,18 @@ func TestMultiProcess(t *testing.T) {
 	}
 }
 
+// TestMultiProcessChecksum runs the matrix over TCP with CRC32C on every
+// frame and results compared across ranks.
+func TestMultiProcessChecksum(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	out, err := spawnJob(t, 3, "matrix", "HCOMM_TRANSPORT=tcp", "HCOMM_CHECKSUM=1", "HCOMM_CHECK_RESULTS=1", "HCOMM_NSOCKS=2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
 // TestMultiProcessFileStore meets through a file store and splits the
 // world into host-local groups.
 func TestMultiProcessFileStore(t *testing.T) {

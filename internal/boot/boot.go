@@ -44,6 +44,8 @@ type Options struct {
 	NSocks                    int
 	// ChunkBytes sizes the shared-memory ring slots.
 	ChunkBytes int
+	// Checksum adds a CRC32C to every TCP data frame (HCOMM_CHECKSUM).
+	Checksum bool
 	// CMAThreshold is the message size from which shared memory uses a
 	// single-copy process_vm_readv; <= 0 disables it.
 	CMAThreshold int
@@ -143,7 +145,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		h := sha256.Sum256([]byte(o.CommID))
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
-			NSocks: o.NSocks, ConnectTimeout: timeLeft(ctx), Logger: o.Logger})
+			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger})
 		if err != nil {
 			return fail(err)
 		}

@@ -53,10 +53,10 @@ const MaxAbortReason = 1024
 //	[24:48] Fingerprint (data frames; zero in abort frames)
 type FrameHeader struct {
 	Type FrameType
-	// Flags is reserved and must be zero in this version. A later version
-	// will use it to announce a CRC32C of the payload in Checksum.
+	// Flags is zero or, on a data frame, FlagCRC32C.
 	Flags uint8
-	// Checksum is reserved and must be zero while Flags is zero.
+	// Checksum is the CRC32C (Castagnoli) of the frame's payload when Flags
+	// has FlagCRC32C, and zero otherwise.
 	Checksum uint32
 	// Len is the number of payload bytes that follow the header.
 	Len uint64
@@ -78,8 +78,11 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 	h.Fingerprint.MarshalTo(b[24:])
 }
 
+// FlagCRC32C marks a data frame whose Checksum is the CRC32C of its payload.
+const FlagCRC32C uint8 = 1
+
 // Unmarshal decodes h from the first FrameHeaderSize bytes of b and checks
-// that it is well formed: a known type, no flags, zero reserved fields,
+// that it is well formed: a known type, no flags but FlagCRC32C on data frames, zero reserved fields,
 // Len <= Total for data frames, and for abort frames a reason no longer than
 // MaxAbortReason with no fingerprint. It never trusts Len beyond that: the
 // caller compares it with what it is prepared to read.
@@ -94,10 +97,10 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	d.Checksum = le.Uint32(b[4:8])
 	d.Len = le.Uint64(b[8:16])
 	d.Total = le.Uint64(b[16:24])
-	if d.Flags != 0 {
+	if d.Flags&^FlagCRC32C != 0 || d.Flags != 0 && FrameType(b[0]) != FrameData {
 		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
 	}
-	if b[2] != 0 || b[3] != 0 || d.Checksum != 0 {
+	if b[2] != 0 || b[3] != 0 || d.Flags == 0 && d.Checksum != 0 {
 		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
 	}
 	switch d.Type {

@@ -3,6 +3,7 @@ package tcp
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"sync"
@@ -42,6 +43,7 @@ var errProtocol = errors.New("protocol violation")
 type conn struct {
 	nc  net.Conn
 	idx int
+	crc bool // send a CRC32C with every data frame
 
 	wmu     sync.Mutex
 	whdr    [wire.FrameHeaderSize]byte
@@ -55,11 +57,25 @@ type conn struct {
 	draining bool // the rank aborted; drain owns the reading side
 }
 
-func newConn(nc net.Conn, idx int) *conn {
+func newConn(nc net.Conn, idx int, crc bool) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	return &conn{nc: nc, idx: idx}
+	return &conn{nc: nc, idx: idx, crc: crc}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkCRC verifies a payload against its frame's checksum, if it has one.
+func checkCRC(peer int, h *wire.FrameHeader, payload []byte) error {
+	if h.Flags&wire.FlagCRC32C == 0 {
+		return nil
+	}
+	if got := crc32.Checksum(payload, castagnoli); got != h.Checksum {
+		return fmt.Errorf("a %d-byte frame from rank %d failed its CRC32C check (%#08x, sent %#08x): the data was corrupted in transit: %w",
+			len(payload), peer, got, h.Checksum, errProtocol)
+	}
+	return nil
 }
 
 // writeFrame writes one data frame carrying part, header and payload in one
@@ -71,6 +87,9 @@ func (c *conn) writeFrame(fp *wire.Fingerprint, total uint64, part []byte) (int6
 		return 0, net.ErrClosed
 	}
 	h := wire.FrameHeader{Type: wire.FrameData, Len: uint64(len(part)), Total: total, Fingerprint: *fp}
+	if c.crc {
+		h.Flags, h.Checksum = wire.FlagCRC32C, crc32.Checksum(part, castagnoli)
+	}
 	h.MarshalTo(c.whdr[:])
 	c.warr[0], c.warr[1] = c.whdr[:], part
 	c.wb = c.warr[:]
@@ -171,6 +190,9 @@ func (c *conn) readStripe(peer int, fp *wire.Fingerprint, total uint64, buf []by
 			peer, c.idx, h.Len, h.Total, h.Fingerprint, total, *fp, errProtocol)
 	}
 	m, err := io.ReadFull(c.nc, buf)
+	if err == nil {
+		err = checkCRC(peer, &h, buf)
+	}
 	return int64(n + m), err
 }
 

@@ -304,7 +304,7 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 		nc.Close()
 		return false
 	}
-	c := newConn(nc, i)
+	c := newConn(nc, i, t.crc)
 	pr.conns[i] = c
 	pr.have++
 	if t.state.Load() == stateAborted {

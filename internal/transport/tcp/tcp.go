@@ -108,6 +108,11 @@ type Config struct {
 	// NSocks is the number of connections per pair of ranks, over which
 	// large messages are striped; 0 means 1. Both ends must agree.
 	NSocks int
+	// Checksum adds a CRC32C of the payload to every data frame this rank
+	// sends (HCOMM_CHECKSUM). Frames that carry one are verified whatever
+	// the receiver's setting; a frame that fails is reported as corruption
+	// and the pair's connections are closed.
+	Checksum bool
 	// ConnectTimeout bounds each dialing sequence, and Connect's wait for
 	// lower ranks to dial; 0 means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
@@ -140,6 +145,7 @@ const (
 // for the concurrent use the transport.Transport contract allows.
 type Transport struct {
 	rank, size     int
+	crc            bool
 	token          [32]byte
 	commID         uint64
 	nsocks         int
@@ -203,6 +209,7 @@ func New(cfg Config) (*Transport, error) {
 		token:          cfg.Token,
 		commID:         cfg.CommID,
 		nsocks:         max(cfg.NSocks, 1),
+		crc:            cfg.Checksum,
 		connectTimeout: cfg.ConnectTimeout,
 		addrs:          append([]string(nil), cfg.Addrs...),
 		ln:             cfg.Listener,
@@ -377,6 +384,9 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		}
 	}
 	m, err := io.ReadFull(c0.nc, buf[:n0])
+	if err == nil {
+		err = checkCRC(peer, &h, buf[:n0])
+	}
 	moved := int64(n + m)
 	if err != nil {
 		pr.recv.interrupt()
