@@ -132,6 +132,7 @@ func newComm(rank, size int, id string, set settings, t transport.Transport, boo
 	if sb, ok := boot.(*storeBoot); ok && sb.watch != nil {
 		sb.watch.add(c)
 	}
+	registerDump(c)
 	return c
 }
 
@@ -200,6 +201,7 @@ func (c *Comm) Close() error {
 	if sb, ok := c.boot.(*storeBoot); ok && sb.watch != nil {
 		sb.watch.remove(c)
 	}
+	unregisterDump(c)
 	if c.owns != nil {
 		c.owns.close()
 	}

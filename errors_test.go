@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -408,4 +411,48 @@ func TestCheckResults(t *testing.T) {
 			t.Errorf("rank %d: %v, want ErrMismatch naming rank 1", r, err)
 		}
 	}
+}
+
+func TestDumpSignal(t *testing.T) {
+	t.Setenv("HCOMM_DUMP_SIGNAL", "USR1")
+	var buf syncBuf
+	dumps.mu.Lock()
+	dumps.out = &buf
+	dumps.mu.Unlock()
+	defer func() {
+		dumps.mu.Lock()
+		dumps.out = nil
+		dumps.mu.Unlock()
+	}()
+	comms := newLocal(t, 2, nil)
+	ctx := context.Background()
+	noErrs(t, "AllReduce", par(comms, func(c *Comm) error {
+		x := make([]float64, 7)
+		return AllReduce(ctx, c, x, x, Max)
+	}))
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	deadline := time.Now().Add(2 * time.Second)
+	for !strings.Contains(buf.String(), "AllReduce(float64, 7, max) done") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := buf.String(); !strings.Contains(s, "#1 AllReduce(float64, 7, max) done") || !strings.Contains(s, "rank 1 of 2") {
+		t.Fatalf("dump:\n%s", s)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

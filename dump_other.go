@@ -1,0 +1,8 @@
+//go:build !unix
+
+package hcomm
+
+import "os"
+
+// dumpSignal: no dump signal outside Unix.
+func dumpSignal() os.Signal { return nil }
