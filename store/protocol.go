@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 )
 
 const (
@@ -119,6 +120,12 @@ func readFrame(r *bufio.Reader, maxBody int) (frame, error) {
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return frame{}, fmt.Errorf("%w: truncated length", errMalformed)
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			// The connection failed (reset by a peer that died, say);
+			// that is not the peer's protocol error.
+			return frame{}, err
 		}
 		return frame{}, fmt.Errorf("%w: %v", errMalformed, err)
 	}
