@@ -13,10 +13,17 @@ import (
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
-// call is one collective call after argument checking.
+// call is one collective call after argument checking. A uniform call
+// (every rank the same count) names its collective, count, root and
+// in-place-ness, and its program comes from the planner's cache without
+// building a Spec; the V variants carry a full Spec.
 type call struct {
 	name    string
-	spec    sched.Spec
+	coll    sched.Coll
+	count   int // per-rank count of a uniform call
+	root    int
+	inPlace bool
+	spec    *sched.Spec // nil for uniform calls
 	dt      reduce.DType
 	op      reduce.Op
 	in, out []byte
@@ -45,7 +52,13 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		k.dt = reduce.Uint8
 	}
 	es := k.dt.Size()
-	prog, err := c.pl.Program(k.spec, es)
+	var prog *sched.Program
+	var err error
+	if k.spec != nil {
+		prog, err = c.pl.Program(*k.spec, es)
+	} else {
+		prog, err = c.pl.Uniform(k.coll, k.count, k.root, k.inPlace, es)
+	}
 	if err != nil {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: invalid("%v", err)}
 	}
@@ -55,13 +68,14 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: err}
 	}
 	c.seq++
-	fp := wire.Fingerprint{Seq: c.seq, Coll: k.spec.Coll, DType: k.dt, Op: k.op,
-		Root: int32(k.spec.Root), Count: k.digest}
-	ctx, cancel := c.withTimeout(parent)
-	defer cancel()
-	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx, fp: &fp}
-	slot := c.rec.Begin(k.name, &fp)
-	if err := c.ex.Run(ctx, prog, &fp, k.dt, k.op, k.in, k.out); err != nil {
+	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.dt, Op: k.op,
+		Root: int32(k.root), Count: k.digest}
+	fp := &c.fp
+	ctx, end := c.boundCtx(parent)
+	defer end()
+	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx, fp: fp}
+	slot := c.rec.Begin(k.name, fp)
+	if err := c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out); err != nil {
 		oe := c.runErr(&c.cur, err)
 		c.rec.End(slot, oe)
 		return oe
@@ -195,7 +209,7 @@ func (c *Comm) AllReduceBytes(ctx context.Context, send, recv []byte, dt DType, 
 	if err != nil {
 		return c.argErr(name, err)
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.AllReduce, c.size, n, 0, ip),
+	return c.run(ctx, &call{name: name, coll: sched.AllReduce, count: n, root: 0, inPlace: ip,
 		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
 }
 
@@ -228,7 +242,7 @@ func (c *Comm) ReduceBytes(ctx context.Context, send, recv []byte, dt DType, op 
 	} else {
 		recv = nil
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Reduce, c.size, n, root, ip),
+	return c.run(ctx, &call{name: name, coll: sched.Reduce, count: n, root: root, inPlace: ip,
 		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
 }
 
@@ -246,7 +260,7 @@ func (c *Comm) BroadcastBytes(ctx context.Context, buf []byte, dt DType, root in
 	if err != nil {
 		return c.argErr(name, err)
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Broadcast, c.size, n, root, false),
+	return c.run(ctx, &call{name: name, coll: sched.Broadcast, count: n, root: root, inPlace: false,
 		dt: d, out: buf, digest: int64(n)})
 }
 
@@ -268,7 +282,7 @@ func (c *Comm) AllGatherBytes(ctx context.Context, send, recv []byte, dt DType) 
 	if err != nil {
 		return c.argErr(name, err)
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.AllGather, c.size, n, 0, ip),
+	return c.run(ctx, &call{name: name, coll: sched.AllGather, count: n, root: 0, inPlace: ip,
 		dt: d, in: send, out: recv, digest: int64(n)})
 }
 
@@ -296,7 +310,7 @@ func (c *Comm) AllGatherVBytes(ctx context.Context, send, recv []byte, counts []
 		return c.argErr(name, err)
 	}
 	spec.InPlace = ip
-	return c.run(ctx, &call{name: name, spec: spec, dt: d, in: send, out: recv, digest: digestCounts(counts)})
+	return c.run(ctx, &call{name: name, coll: sched.AllGather, spec: &spec, dt: d, in: send, out: recv, digest: digestCounts(counts)})
 }
 
 // ReduceScatterBytes is ReduceScatter over raw buffers of element type dt.
@@ -321,7 +335,7 @@ func (c *Comm) ReduceScatterBytes(ctx context.Context, send, recv []byte, dt DTy
 	if err != nil {
 		return c.argErr(name, err)
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.ReduceScatter, c.size, n, 0, ip),
+	return c.run(ctx, &call{name: name, coll: sched.ReduceScatter, count: n, root: 0, inPlace: ip,
 		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
 }
 
@@ -353,7 +367,7 @@ func (c *Comm) ReduceScatterVBytes(ctx context.Context, send, recv []byte, count
 		return c.argErr(name, err)
 	}
 	spec.InPlace = ip
-	return c.run(ctx, &call{name: name, spec: spec, dt: d, op: o, in: send, out: recv, avg: recv, digest: digestCounts(counts)})
+	return c.run(ctx, &call{name: name, coll: sched.ReduceScatter, spec: &spec, dt: d, op: o, in: send, out: recv, avg: recv, digest: digestCounts(counts)})
 }
 
 // AllToAllBytes is AllToAll over raw buffers of element type dt.
@@ -377,7 +391,7 @@ func (c *Comm) AllToAllBytes(ctx context.Context, send, recv []byte, dt DType) e
 	if err != nil {
 		return c.argErr(name, err)
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.AllToAll, c.size, n/c.size, 0, ip),
+	return c.run(ctx, &call{name: name, coll: sched.AllToAll, count: n / c.size, root: 0, inPlace: ip,
 		dt: d, in: send, out: recv, digest: int64(n / c.size)})
 }
 
@@ -434,7 +448,7 @@ func (c *Comm) AllToAllVBytes(ctx context.Context, send []byte, sendCounts []int
 		}
 	}
 	spec := sched.Spec{Coll: sched.AllToAll, N: c.size, Matrix: m, InPlace: ip}
-	return c.run(ctx, &call{name: name, spec: spec, dt: d, in: send, out: recv, digest: -1})
+	return c.run(ctx, &call{name: name, coll: sched.AllToAll, spec: &spec, dt: d, in: send, out: recv, digest: -1})
 }
 
 // GatherBytes is Gather over raw buffers of element type dt.
@@ -462,7 +476,7 @@ func (c *Comm) GatherBytes(ctx context.Context, send, recv []byte, dt DType, roo
 	} else {
 		recv = nil
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Gather, c.size, n, root, ip),
+	return c.run(ctx, &call{name: name, coll: sched.Gather, count: n, root: root, inPlace: ip,
 		dt: d, in: send, out: recv, digest: int64(n)})
 }
 
@@ -491,7 +505,7 @@ func (c *Comm) ScatterBytes(ctx context.Context, send, recv []byte, dt DType, ro
 	} else {
 		send = nil
 	}
-	return c.run(ctx, &call{name: name, spec: sched.Uniform(sched.Scatter, c.size, n, root, ip),
+	return c.run(ctx, &call{name: name, coll: sched.Scatter, count: n, root: root, inPlace: ip,
 		dt: d, in: send, out: recv, digest: int64(n)})
 }
 
@@ -585,7 +599,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // is the same on every rank (AllReduce, AllGather, Broadcast) across the
 // ranks, and fails with ErrMismatch naming the ranks that disagree.
 func (c *Comm) checkResults(ctx context.Context, k *call) error {
-	switch k.spec.Coll {
+	switch k.coll {
 	case sched.AllReduce, sched.AllGather, sched.Broadcast:
 	default:
 		return nil
@@ -598,7 +612,7 @@ func (c *Comm) checkResults(ctx context.Context, k *call) error {
 	mine := crc32.Checksum(out, castagnoli)
 	all := make([]uint32, c.size)
 	sum := []uint32{mine}
-	err := c.run1(ctx, &call{name: "CheckResults", spec: sched.Uniform(sched.AllGather, c.size, 1, 0, false),
+	err := c.run1(ctx, &call{name: "CheckResults", coll: sched.AllGather, count: 1, root: 0, inPlace: false,
 		dt: reduce.Uint32, in: bytesOf(sum), out: bytesOf(all), digest: 1})
 	if err != nil {
 		return err

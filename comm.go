@@ -53,12 +53,18 @@ type Comm struct {
 	lostErr  error // the last peer-lost error looked up in the store, and
 	lostNote error // what that peer reported about itself
 
-	mu       sync.Mutex // serializes collectives
-	seq      uint64
-	cur      current // the collective running, guarded by mu
-	splits   int
-	p2pMu    []sync.Mutex // [2*peer] send, [2*peer+1] recv
-	p2pSeq   []uint64
+	mu        sync.Mutex // serializes collectives
+	seq       uint64
+	cur       current          // the collective running, guarded by mu
+	fp        wire.Fingerprint // its fingerprint
+	octx      opCtx            // its deadline
+	octxEnd   func()
+	splits    int
+	p2pMu     []sync.Mutex // [2*peer] send, [2*peer+1] recv
+	p2pSeq    []uint64
+	streamsMu sync.Mutex
+	streams   map[*Stream]struct{} // made by NewStream, closed by Close
+
 	stateMu  sync.Mutex
 	state    atomic.Int32 // stateOK, stateClosed, stateFailed
 	stateErr error
@@ -125,6 +131,7 @@ func newComm(rank, size int, id string, set settings, t transport.Transport, boo
 	// The first failing op of a collective poisons the communicator at
 	// once, which also unblocks the collective's other ops and the peers.
 	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
+	c.octxEnd = c.octx.end
 	c.members = make([]int, size)
 	for i := range c.members {
 		c.members[i] = i
@@ -183,9 +190,10 @@ func (c *Comm) Abort(cause error) {
 	c.t.Abort(cause)
 }
 
-// Close releases the communicator. It does not wait for peers; operations
-// still running fail with ErrClosed, and peers waiting on this rank see it
-// as lost. Close is idempotent.
+// Close releases the communicator and closes the streams made by its
+// NewStream. It does not wait for peers; operations still running fail
+// with ErrClosed, and peers waiting on this rank see it as lost. Close is
+// idempotent.
 func (c *Comm) Close() error {
 	c.stateMu.Lock()
 	if c.state.Load() == stateClosed {
@@ -194,6 +202,13 @@ func (c *Comm) Close() error {
 	}
 	c.state.Store(stateClosed)
 	c.stateMu.Unlock()
+	// Close the streams made by NewStream; a stream leaves this set only
+	// when it is recycled, which waits for the lock.
+	c.streamsMu.Lock()
+	for s := range c.streams {
+		s.Close()
+	}
+	c.streamsMu.Unlock()
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
@@ -296,5 +311,5 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	return c.run(ctx, &call{name: "Barrier", spec: sched.Spec{Coll: sched.Barrier, N: c.size}})
+	return c.run(ctx, &call{name: "Barrier", coll: sched.Barrier})
 }

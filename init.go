@@ -144,8 +144,33 @@ func (b *storeBoot) sub(ctx context.Context, key string, rank, size int) (transp
 	return t, b, err
 }
 
+// storeLinger bounds how long a rank that serves the job's store (rank 0,
+// torchrun style) keeps it up at Close for ranks still using it.
+const storeLinger = 10 * time.Second
+
 func (b *storeBoot) close() {
 	b.notes.Wait() // each is bounded by its own timeout
+	// Say this rank is done with the store; the rank serving it waits,
+	// for a bounded time, until every rank has said so.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	b.st.Add(ctx, "hcomm/closed", 1)
+	cancel()
+	if b.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeLinger)
+		for {
+			n, err := b.st.Add(ctx, "hcomm/closed", 0)
+			if err != nil || n >= int64(b.j.size) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		cancel()
+	}
 	if b.watch != nil {
 		b.st.Close() // unblocks the watcher's wait
 		b.watch.stop()

@@ -163,6 +163,27 @@ func (p *Planner) Program(s sched.Spec, elemSize int) (*sched.Program, error) {
 	return prog, nil
 }
 
+// Uniform returns this rank's program for a call in which every rank
+// contributes count elements (AllToAll: count to every peer). A cached
+// program costs no allocation.
+func (p *Planner) Uniform(coll sched.Coll, count, root int, inPlace bool, elemSize int) (*sched.Program, error) {
+	k := key{coll: coll, count: count, elemSize: elemSize, root: root, inPlace: inPlace}
+	if coll == sched.Barrier {
+		k.count = 0
+	}
+	p.mu.Lock()
+	prog, ok := p.cache[k]
+	p.mu.Unlock()
+	if ok {
+		return prog, nil
+	}
+	s := sched.Uniform(coll, p.n, count, root, inPlace)
+	if coll == sched.Barrier {
+		s = sched.Spec{Coll: sched.Barrier, N: p.n}
+	}
+	return p.Program(s, elemSize)
+}
+
 func (p *Planner) keyOf(s sched.Spec, elemSize int) (key, bool) {
 	k := key{coll: s.Coll, elemSize: elemSize, root: s.Root, inPlace: s.InPlace}
 	switch s.Coll {
