@@ -51,6 +51,8 @@ func TestRankProcess(t *testing.T) {
 		rankLarge(t, c)
 	case "split":
 		rankSplit(t, c)
+	case "streams":
+		rankStreams(t, c)
 	case "kill":
 		rankKill(t, c)
 	case "stop":

@@ -1,0 +1,733 @@
+package hcomm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBucketLayout(t *testing.T) {
+	type reg struct {
+		name string
+		dt   DType
+		n    int
+	}
+	f32 := func(name string, n int) reg { return reg{name, DTypeFloat32, n} }
+	f64 := func(name string, n int) reg { return reg{name, DTypeFloat64, n} }
+	for _, tc := range []struct {
+		name   string
+		thresh int
+		regs   []reg
+		want   [][]string
+	}{
+		{"one bucket", 1 << 20, []reg{f32("a", 10), f32("b", 10), f32("c", 10)},
+			[][]string{{"c", "b", "a"}}},
+		{"split by threshold", 80, []reg{f32("a", 10), f32("b", 10), f32("c", 10), f32("d", 10)},
+			[][]string{{"d", "c"}, {"b", "a"}}},
+		{"big tensor closes its bucket", 100, []reg{f32("a", 5), f32("big", 1000), f32("c", 5)},
+			[][]string{{"c", "big"}, {"a"}}},
+		{"types apart", 1 << 20, []reg{f32("a", 4), f64("b", 4), f32("c", 4), f64("d", 4)},
+			[][]string{{"d", "b"}, {"c", "a"}}},
+		{"types apart, by threshold", 16, []reg{f64("x", 1), f32("a", 2), f64("y", 2), f32("b", 2), f32("c", 2)},
+			[][]string{{"c", "b"}, {"y"}, {"a"}, {"x"}}},
+		{"empty tensor", 1 << 20, []reg{f32("a", 0), f32("b", 3)}, [][]string{{"b", "a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBucketer(&Comm{rank: 0, size: 1}, BucketConfig{Threshold: tc.thresh, Stream: NewStream("unused", nil)})
+			defer b.s.Close()
+			for _, r := range tc.regs {
+				if _, err := b.register(r.name, r.dt, r.n, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.layout()
+			var got [][]string
+			for i, bk := range b.buckets {
+				if bk.index != i {
+					t.Fatalf("bucket %d has index %d", i, bk.index)
+				}
+				var names []string
+				for _, g := range bk.members {
+					if g.dt != bk.dt {
+						t.Fatalf("%s (%v) in a %v bucket", g.name, g.dt, bk.dt)
+					}
+					names = append(names, g.name)
+				}
+				got = append(got, names)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("buckets %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// tensorSpec is one tensor of a random set.
+type tensorSpec struct {
+	dt   DType
+	n    int
+	view bool
+}
+
+// tensor holds a tensor's data whatever its element type.
+type anyTensor struct {
+	f32 []float32
+	f64 []float64
+	i32 []int32
+	h16 []Float16
+}
+
+func randomSpecs(rng *rand.Rand, count int) []tensorSpec {
+	dts := []DType{DTypeFloat32, DTypeFloat64, DTypeInt32, DTypeFloat16}
+	specs := make([]tensorSpec, count)
+	for i := range specs {
+		n := rng.IntN(300)
+		if rng.IntN(10) == 0 {
+			n = rng.IntN(5000)
+		}
+		specs[i] = tensorSpec{dt: dts[rng.IntN(len(dts))], n: n, view: rng.IntN(3) == 0}
+	}
+	return specs
+}
+
+// fill gives tensor i of rank r pseudo-random contents. With exact, the
+// floating-point values are small multiples of 1/8, whose sums over a few
+// ranks are exact in every summation order.
+func fillTensor(tn *anyTensor, spec tensorSpec, seed uint64, exact bool) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	val := func() float64 {
+		if exact {
+			return float64(rng.IntN(2001)-1000) / 8
+		}
+		return rng.NormFloat64() * math.Exp2(float64(rng.IntN(40)-20))
+	}
+	switch spec.dt {
+	case DTypeFloat32:
+		for i := range tn.f32 {
+			tn.f32[i] = float32(val())
+		}
+	case DTypeFloat64:
+		for i := range tn.f64 {
+			tn.f64[i] = val()
+		}
+	case DTypeInt32:
+		for i := range tn.i32 {
+			tn.i32[i] = int32(rng.Uint32())
+		}
+	case DTypeFloat16:
+		for i := range tn.h16 {
+			v := val()
+			if exact {
+				v /= 16
+			}
+			tn.h16[i] = Float16From(float32(v))
+		}
+	}
+}
+
+func (tn *anyTensor) bytes() []byte {
+	switch {
+	case tn.f32 != nil:
+		return bytesOf(tn.f32)
+	case tn.f64 != nil:
+		return bytesOf(tn.f64)
+	case tn.i32 != nil:
+		return bytesOf(tn.i32)
+	case tn.h16 != nil:
+		return bytesOf(tn.h16)
+	}
+	return nil
+}
+
+func makeTensor(spec tensorSpec) *anyTensor {
+	tn := &anyTensor{}
+	switch spec.dt {
+	case DTypeFloat32:
+		tn.f32 = make([]float32, spec.n)
+	case DTypeFloat64:
+		tn.f64 = make([]float64, spec.n)
+	case DTypeInt32:
+		tn.i32 = make([]int32, spec.n)
+	case DTypeFloat16:
+		tn.h16 = make([]Float16, spec.n)
+	}
+	return tn
+}
+
+// registerSpec registers tn (copy) or a view of its size, returning the
+// handle and the storage the test writes gradients into.
+func registerSpec(b *Bucketer, name string, spec tensorSpec, tn *anyTensor) (*Grad, error) {
+	switch spec.dt {
+	case DTypeFloat32:
+		if spec.view {
+			return RegisterView[float32](b, name, spec.n)
+		}
+		return Register(b, name, tn.f32)
+	case DTypeFloat64:
+		if spec.view {
+			return RegisterView[float64](b, name, spec.n)
+		}
+		return Register(b, name, tn.f64)
+	case DTypeInt32:
+		if spec.view {
+			return RegisterView[int32](b, name, spec.n)
+		}
+		return Register(b, name, tn.i32)
+	default:
+		if spec.view {
+			return RegisterView[Float16](b, name, spec.n)
+		}
+		return Register(b, name, tn.h16)
+	}
+}
+
+// bindView points a view tensor's storage at its slot in the fusion
+// buffer.
+func bindView(g *Grad, spec tensorSpec, tn *anyTensor) error {
+	if !spec.view {
+		return nil
+	}
+	var err error
+	switch spec.dt {
+	case DTypeFloat32:
+		tn.f32, err = View[float32](g)
+	case DTypeFloat64:
+		tn.f64, err = View[float64](g)
+	case DTypeInt32:
+		tn.i32, err = View[int32](g)
+	default:
+		tn.h16, err = View[Float16](g)
+	}
+	if spec.n == 0 { // keep the zero-length tensor typed
+		*tn = *makeTensor(spec)
+	}
+	return err
+}
+
+// runBucketed reduces a random tensor set through a Bucketer for steps
+// steps, each rank marking tensors ready in its own random order, and
+// returns every rank's results of the last step.
+func runBucketed(t *testing.T, n int, specs []tensorSpec, op Op, exact bool, thresh, steps int, orderSeed uint64) [][][]byte {
+	t.Helper()
+	results := make([][][]byte, n)
+	ctx := context.Background()
+	onLocalRanks(t, n, &Config{Timeout: time.Minute}, func(c *Comm) error {
+		r := c.Rank()
+		b := NewBucketer(c, BucketConfig{Threshold: thresh, Op: op})
+		defer b.Close()
+		tns := make([]*anyTensor, len(specs))
+		gs := make([]*Grad, len(specs))
+		for i, sp := range specs {
+			tns[i] = makeTensor(sp)
+			g, err := registerSpec(b, fmt.Sprint("t", i), sp, tns[i])
+			if err != nil {
+				return err
+			}
+			gs[i] = g
+		}
+		if err := b.Build(ctx); err != nil {
+			return err
+		}
+		for i, sp := range specs {
+			if err := bindView(gs[i], sp, tns[i]); err != nil {
+				return err
+			}
+		}
+		rng := rand.New(rand.NewPCG(orderSeed, uint64(r)))
+		for step := range steps {
+			order := rng.Perm(len(specs))
+			for _, i := range order {
+				fillTensor(tns[i], specs[i], uint64(step*1000003+i*101+r), exact)
+				if err := gs[i].Ready(); err != nil {
+					return err
+				}
+				if rng.IntN(8) == 0 {
+					time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+				}
+			}
+			if err := b.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		res := make([][]byte, len(specs))
+		for i := range specs {
+			res[i] = slices.Clone(tns[i].bytes())
+		}
+		results[r] = res
+		return nil
+	})
+	return results
+}
+
+// runUnfused reduces the same tensors (the last step's contents) one
+// AllReduce each.
+func runUnfused(t *testing.T, n int, specs []tensorSpec, op Op, exact bool, step int) [][][]byte {
+	t.Helper()
+	results := make([][][]byte, n)
+	ctx := context.Background()
+	onLocalRanks(t, n, &Config{Timeout: time.Minute}, func(c *Comm) error {
+		r := c.Rank()
+		res := make([][]byte, len(specs))
+		for i, sp := range specs {
+			tn := makeTensor(sp)
+			fillTensor(tn, sp, uint64(step*1000003+i*101+r), exact)
+			buf := tn.bytes()
+			if err := c.AllReduceBytes(ctx, buf, buf, sp.dt, op); err != nil {
+				return err
+			}
+			res[i] = buf
+		}
+		results[r] = res
+		return nil
+	})
+	return results
+}
+
+// The Bucketer's results equal one AllReduce per tensor, bit for bit, for
+// random tensor sets and arrival orders.
+func TestBucketerMatchesUnfused(t *testing.T) {
+	for trial := range 6 {
+		n := 2 + trial%3
+		exact := n > 2 // with two ranks every sum is exact in any order
+		rng := rand.New(rand.NewPCG(uint64(trial), 1))
+		specs := randomSpecs(rng, 5+rng.IntN(40))
+		thresh := []int{64, 1000, 4096, 1 << 20}[trial%4]
+		op := []Op{Sum, Avg, Max}[trial%3]
+		t.Run(fmt.Sprintf("n=%d/tensors=%d/thresh=%d/%v", n, len(specs), thresh, op), func(t *testing.T) {
+			const steps = 3
+			got := runBucketed(t, n, specs, op, exact, thresh, steps, uint64(trial))
+			want := runUnfused(t, n, specs, op, exact, steps-1)
+			for r := range n {
+				for i := range specs {
+					if !slices.Equal(got[r][i], want[r][i]) {
+						t.Fatalf("rank %d tensor %d (%v×%d, view %v): bucketed result differs from unfused AllReduce",
+							r, i, specs[i].dt, specs[i].n, specs[i].view)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Arbitrary floating-point data, where the summation order matters: the
+// results are bitwise identical on every rank and whatever the arrival
+// order.
+func TestBucketerDeterministic(t *testing.T) {
+	const n = 3
+	rng := rand.New(rand.NewPCG(99, 1))
+	specs := randomSpecs(rng, 30)
+	a := runBucketed(t, n, specs, Sum, false, 2048, 2, 1)
+	b := runBucketed(t, n, specs, Sum, false, 2048, 2, 2)
+	for r := range n {
+		for i := range specs {
+			if !slices.Equal(a[r][i], a[0][i]) {
+				t.Fatalf("tensor %d differs between rank 0 and rank %d", i, r)
+			}
+			if !slices.Equal(a[r][i], b[r][i]) {
+				t.Fatalf("rank %d tensor %d differs between two arrival orders", r, i)
+			}
+		}
+	}
+}
+
+// A bucket flushed by its window reduces what is ready, zeros for the rest,
+// on every rank; a late Ready fails with ErrLate.
+func TestBucketerWindow(t *testing.T) {
+	ctx := context.Background()
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
+		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, Window: 30 * time.Millisecond})
+		defer b.Close()
+		x := []float64{1, 2}
+		y := []float64{10, 20}
+		gx, _ := Register(b, "x", x)
+		gy, _ := Register(b, "y", y)
+		if err := b.Build(ctx); err != nil {
+			return err
+		}
+		if err := gy.Ready(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			if err := gx.Ready(); err != nil {
+				return err
+			}
+		}
+		// Rank 1 never marks x ready: its bucket flushes when the window
+		// expires.
+		if err := gx.Wait(ctx); err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			if err := gx.Ready(); !errors.Is(err, ErrLate) {
+				return fmt.Errorf("late Ready = %v, want ErrLate", err)
+			}
+		}
+		if err := b.Wait(ctx); err != nil {
+			return err
+		}
+		if want := []float64{1, 2}; !slices.Equal(x, want) { // rank 1 contributed zeros
+			return fmt.Errorf("rank %d x = %v, want %v", c.Rank(), x, want)
+		}
+		if want := []float64{20, 40}; !slices.Equal(y, want) {
+			return fmt.Errorf("rank %d y = %v, want %v", c.Rank(), y, want)
+		}
+		// The next step starts afresh.
+		x[0], x[1] = 1, 1
+		if err := gx.Ready(); err != nil {
+			return err
+		}
+		if err := gy.Ready(); err != nil {
+			return err
+		}
+		if err := b.Wait(ctx); err != nil {
+			return err
+		}
+		if want := []float64{2, 2}; !slices.Equal(x, want) {
+			return fmt.Errorf("step 2: rank %d x = %v, want %v", c.Rank(), x, want)
+		}
+		return nil
+	})
+}
+
+// ReadyAfter lets the compute stream produce a gradient while the caller
+// moves on; the reduction waits for it on the Bucketer's stream, and the
+// compute stream can wait for the reduction through Grad.Event.
+func TestBucketerReadyAfter(t *testing.T) {
+	ctx := context.Background()
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
+		compute := c.NewStream("compute")
+		defer compute.Close()
+		b := NewBucketer(c, BucketConfig{Op: Avg})
+		defer b.Close()
+		g, _ := RegisterView[float32](b, "w", 4)
+		if err := b.Build(ctx); err != nil {
+			return err
+		}
+		w, _ := View[float32](g)
+		for step := range 3 {
+			compute.Go(func(context.Context) error {
+				time.Sleep(5 * time.Millisecond)
+				for i := range w {
+					w[i] = float32(c.Rank()*10 + i + step)
+				}
+				return nil
+			})
+			e := compute.Record()
+			if err := g.ReadyAfter(e); err != nil {
+				return err
+			}
+			e.Release()
+			var seen []float32
+			compute.WaitEvent(g.Event())
+			compute.Go(func(context.Context) error { seen = slices.Clone(w); return nil })
+			if err := errors.Join(b.Wait(ctx), compute.Synchronize(ctx)); err != nil {
+				return err
+			}
+			want := []float32{5 + float32(step), 6 + float32(step), 7 + float32(step), 8 + float32(step)}
+			if !slices.Equal(seen, want) {
+				return fmt.Errorf("rank %d step %d: compute stream saw %v, want %v", c.Rank(), step, seen, want)
+			}
+		}
+		return nil
+	})
+}
+
+func TestBucketerMisuse(t *testing.T) {
+	ctx := context.Background()
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
+		b := NewBucketer(c, BucketConfig{})
+		defer b.Close()
+		g, _ := Register(b, "a", make([]int32, 3))
+		if err := g.Ready(); !errors.Is(err, ErrInvalidArgument) {
+			return fmt.Errorf("Ready before Build: %v", err)
+		}
+		if _, err := View[int32](g); !errors.Is(err, ErrInvalidArgument) {
+			return fmt.Errorf("View before Build: %v", err)
+		}
+		if c.Rank() == 1 {
+			Register(b, "extra", make([]int32, 1))
+		}
+		if err := b.Build(ctx); !errors.Is(err, ErrMismatch) {
+			return fmt.Errorf("Build with different registrations: %v, want ErrMismatch", err)
+		}
+		b2 := NewBucketer(c, BucketConfig{})
+		defer b2.Close()
+		g2, _ := Register(b2, "a", make([]int32, 3))
+		if err := b2.Build(ctx); err != nil {
+			return err
+		}
+		if _, err := Register(b2, "late", make([]int32, 1)); !errors.Is(err, ErrInvalidArgument) {
+			return fmt.Errorf("Register after Build: %v", err)
+		}
+		if _, err := View[float32](g2); !errors.Is(err, ErrInvalidArgument) {
+			return fmt.Errorf("View with the wrong type: %v", err)
+		}
+		if err := g2.Ready(); err != nil {
+			return err
+		}
+		if err := g2.Ready(); !errors.Is(err, ErrInvalidArgument) {
+			return fmt.Errorf("double Ready: %v", err)
+		}
+		return b2.Wait(ctx)
+	})
+}
+
+// BenchmarkBucketSize measures AllReduce over two local ranks by message
+// size, the data behind DefaultBucketBytes.
+func BenchmarkBucketSize(b *testing.B) {
+	for _, mib := range []int{1, 4, 8, 16, 25, 32, 64} {
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
+			n := mib << 20 / 4
+			ctx := context.Background()
+			comms, err := NewLocal(ctx, 2, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer comms[1].Close()
+			defer comms[0].Close()
+			bufs := [][]float32{make([]float32, n), make([]float32, n)}
+			b.SetBytes(int64(n * 4))
+			b.ResetTimer()
+			for range b.N {
+				var wg sync.WaitGroup
+				for r, c := range comms {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := AllReduce(ctx, c, bufs[r], bufs[r], Sum); err != nil {
+							b.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+			}
+		})
+	}
+}
+
+// bothRanks runs body(rank) on both ranks of comms concurrently.
+func bothRanks(b *testing.B, comms []*Comm, body func(r int) error) {
+	var wg sync.WaitGroup
+	for r := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := body(r); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkFusion compares 1000 small tensors reduced by 1000 AllReduce
+// calls with the same tensors fused by a Bucketer, on two local ranks.
+func BenchmarkFusion(b *testing.B) {
+	const tensors, elems = 1000, 64 // 256 bytes each
+	ctx := context.Background()
+	comms, err := NewLocal(ctx, 2, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer comms[1].Close()
+	defer comms[0].Close()
+	data := make([][][]float32, 2)
+	bks := make([]*Bucketer, 2)
+	gs := make([][]*Grad, 2)
+	for r, c := range comms {
+		bks[r] = NewBucketer(c, BucketConfig{})
+		defer bks[r].Close()
+		for i := range tensors {
+			t := make([]float32, elems)
+			data[r] = append(data[r], t)
+			g, _ := Register(bks[r], fmt.Sprint(i), t)
+			gs[r] = append(gs[r], g)
+		}
+	}
+	bothRanks(b, comms, func(r int) error { return bks[r].Build(ctx) })
+	var separate, fused time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		bothRanks(b, comms, func(r int) error {
+			for _, t := range data[r] {
+				if err := AllReduce(ctx, comms[r], t, t, Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		separate += time.Since(start)
+		start = time.Now()
+		bothRanks(b, comms, func(r int) error {
+			for i := len(gs[r]) - 1; i >= 0; i-- {
+				if err := gs[r][i].Ready(); err != nil {
+					return err
+				}
+			}
+			return bks[r].Wait(ctx)
+		})
+		fused += time.Since(start)
+	}
+	b.ReportMetric(float64(separate.Microseconds())/float64(b.N), "separate-µs")
+	b.ReportMetric(float64(fused.Microseconds())/float64(b.N), "fused-µs")
+	b.ReportMetric(float64(separate)/float64(fused), "speedup")
+}
+
+// BenchmarkOverlap runs a training-like step on two local ranks: L chunks
+// of computation, each producing one gradient tensor, and an AllReduce of
+// all the gradients (one bucket per tensor, 64 MiB in all); the
+// computation is calibrated to take as long as the communication. "serial" reduces after the whole computation;
+// "overlapped" marks each gradient ready as soon as it is computed, so its
+// bucket is reduced on the stream while the next chunk computes. The
+// computation is either an accelerator kernel the host only waits for
+// ("device", a sleep) or host work ("cpu", a busy loop competing with the
+// reduction for the machine's cores). Reported: the time of computation
+// alone, of communication alone, of the serial and the overlapped step,
+// and overlapped/serial.
+func BenchmarkOverlap(b *testing.B) {
+	const layers = 8
+	elems := 2 << 20 // per layer: 8 MiB of float32
+	if testing.Short() {
+		elems >>= 3
+	}
+	for _, kind := range []string{"device", "cpu"} {
+		b.Run(kind, func(b *testing.B) {
+			ctx := context.Background()
+			comms, err := NewLocal(ctx, 2, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer comms[1].Close()
+			defer comms[0].Close()
+			bks := make([]*Bucketer, 2)
+			gs := make([][]*Grad, 2)
+			for r, c := range comms {
+				bks[r] = NewBucketer(c, BucketConfig{Threshold: 4 * elems})
+				defer bks[r].Close()
+				for i := range layers {
+					g, _ := RegisterView[float32](bks[r], fmt.Sprint("layer", i), elems)
+					gs[r] = append(gs[r], g)
+				}
+			}
+			bothRanks(b, comms, func(r int) error { return bks[r].Build(ctx) })
+			var chunk time.Duration
+			work := func() {
+				if kind == "device" {
+					time.Sleep(chunk)
+					return
+				}
+				for t := time.Now(); time.Since(t) < chunk; {
+				}
+			}
+			// step runs one step; compute and communicate say what it does.
+			step := func(compute, communicate, overlap bool) time.Duration {
+				start := time.Now()
+				bothRanks(b, comms, func(r int) error {
+					for i := layers - 1; i >= 0; i-- { // backward: last layer first
+						if compute {
+							work()
+						}
+						if communicate && overlap {
+							if err := gs[r][i].Ready(); err != nil {
+								return err
+							}
+						}
+					}
+					if !communicate {
+						return nil
+					}
+					if !overlap {
+						for i := layers - 1; i >= 0; i-- {
+							if err := gs[r][i].Ready(); err != nil {
+								return err
+							}
+						}
+					}
+					return bks[r].Wait(ctx)
+				})
+				return time.Since(start)
+			}
+			step(false, true, false) // warm up
+			calib := []time.Duration{step(false, true, false), step(false, true, false), step(false, true, false)}
+			slices.Sort(calib)
+			chunk = calib[1] / layers
+			var comp, comm, serial, overlapped time.Duration
+			b.ResetTimer()
+			for range b.N {
+				comp += step(true, false, false)
+				comm += step(false, true, false)
+				serial += step(true, true, false)
+				overlapped += step(true, true, true)
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(ms(comp), "compute-ms")
+			b.ReportMetric(ms(comm), "comm-ms")
+			b.ReportMetric(ms(serial), "serial-ms")
+			b.ReportMetric(ms(overlapped), "overlap-ms")
+			b.ReportMetric(float64(overlapped)/float64(serial), "overlap/serial")
+		})
+	}
+}
+
+// FuzzBucketLayout checks the layout rule's invariants on arbitrary
+// registrations: every tensor in exactly one bucket, one element type per
+// bucket, members in reverse registration order, buckets ordered by their
+// earliest member, and only a type's last bucket below the threshold.
+func FuzzBucketLayout(f *testing.F) {
+	f.Add([]byte{1, 10, 2, 20, 1, 30}, uint16(64))
+	f.Add([]byte{0, 0, 3, 255, 3, 1}, uint16(1))
+	f.Fuzz(func(t *testing.T, regs []byte, thresh uint16) {
+		dts := []DType{DTypeInt8, DTypeFloat16, DTypeFloat32, DTypeFloat64}
+		b := &Bucketer{thresh: int(thresh) + 1}
+		for i := 0; i+1 < len(regs); i += 2 {
+			b.grads = append(b.grads, &Grad{b: b, index: len(b.grads), dt: dts[regs[i]%4], n: int(regs[i+1])})
+		}
+		b.layout()
+		seen := make([]bool, len(b.grads))
+		lastSmall := map[DType]int{}
+		prevLow := len(b.grads)
+		for k, bk := range b.buckets {
+			if len(bk.members) == 0 {
+				t.Fatalf("bucket %d is empty", k)
+			}
+			size, low := 0, len(b.grads)
+			for j, g := range bk.members {
+				if seen[g.index] {
+					t.Fatalf("tensor %d in two buckets", g.index)
+				}
+				seen[g.index] = true
+				if g.dt != bk.dt || g.bk != bk {
+					t.Fatalf("tensor %d misfiled", g.index)
+				}
+				if j > 0 && g.index >= bk.members[j-1].index {
+					t.Fatalf("bucket %d not in reverse registration order", k)
+				}
+				size += g.n * g.dt.Size()
+				low = min(low, g.index)
+			}
+			if low >= prevLow {
+				t.Fatalf("bucket %d (earliest tensor %d) after one with earliest tensor %d", k, low, prevLow)
+			}
+			prevLow = low
+			if size < b.thresh {
+				if _, dup := lastSmall[bk.dt]; dup {
+					t.Fatalf("two %v buckets below the threshold", bk.dt)
+				}
+				lastSmall[bk.dt] = k
+			}
+		}
+		for i, ok := range seen {
+			if !ok {
+				t.Fatalf("tensor %d in no bucket", i)
+			}
+		}
+	})
+}
