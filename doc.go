@@ -59,6 +59,34 @@
 // peers learn of it rather than waiting. Abort stops a communicator at once
 // from any goroutine; Close releases it. Neither waits on a peer.
 //
+// # Streams, events and gradient fusion
+//
+// Work can run asynchronously, ordered like a device runtime's streams:
+// a Stream executes what is enqueued on it in order on its own goroutine;
+// s.Go enqueues computation, AllReduceAsync (and an Async form of every
+// collective) enqueues communication, s.Record marks a point as an Event,
+// and s.WaitEvent(e) makes later work on s wait for it without blocking the
+// caller:
+//
+//	comm := c.NewStream("comm")
+//	ready := compute.Record()           // gradients computed up to here
+//	comm.WaitEvent(ready)
+//	hcomm.AllReduceAsync(comm, c, grad, grad, hcomm.Avg)
+//	done := comm.Record()
+//	compute.WaitEvent(done)             // the optimizer step waits for the sum
+//
+// Errors stick to the stream and Synchronize returns them; a wait on an
+// event that can never come (a dependency cycle, an event never recorded)
+// times out naming the streams and events involved.
+//
+// A Bucketer fuses many small tensors into large AllReduces, as data-parallel
+// training does with gradients: tensors are registered once in the same
+// order on every rank, grouped into buckets by size and type, and each
+// bucket is reduced when all its tensors are ready (or when its time window
+// expires). Bucket contents and launch order depend only on the
+// registration, never on timing, so results are bitwise reproducible.
+// examples/ddp is a complete data-parallel training program built on them.
+//
 // # Algorithms
 //
 // Each collective has several algorithms — ring, recursive doubling,
