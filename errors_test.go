@@ -456,3 +456,44 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestCollectiveDoesNotAllocate: in steady state a collective allocates
+// nothing, with a never-cancelled context and with a cancellable one that
+// is reused across calls (as a program's signal context is).
+func TestCollectiveDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, name := range []string{"background", "cancellable"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			if name == "cancellable" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
+			comms := newLocal(t, 2, nil)
+			x0, x1 := make([]float32, 1024), make([]float32, 1024)
+			start, done := make(chan struct{}), make(chan error)
+			go func() {
+				for range start {
+					done <- AllReduce(ctx, comms[1], x1, x1, Sum)
+				}
+			}()
+			defer close(start)
+			step := func() {
+				start <- struct{}{}
+				if err := AllReduce(ctx, comms[0], x0, x0, Sum); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			step() // warm up: programs, scratch, workers, hooks
+			if n := testing.AllocsPerRun(50, step); n > 0 {
+				t.Errorf("%v allocations per AllReduce (both ranks)", n)
+			}
+		})
+	}
+}

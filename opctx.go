@@ -2,16 +2,18 @@ package hcomm
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 )
 
 // opCtx bounds one operation at a time by the communicator's timeout
 // without allocating: the communicator keeps one, re-arms its timer for
-// every call, and keeps its done channel until a deadline actually fires.
-// It serves only parents that cannot be cancelled (Done() == nil, as
-// context.Background()); for others the communicator derives an ordinary
-// context.
+// every call, and keeps its done channel until the call's context actually
+// ends. A cancellable parent is watched through context.AfterFunc, which
+// is registered again only when the parent changes, so a program that
+// passes the same context (context.Background, a signal context, a
+// stream's context) to every call allocates nothing.
 //
 // It implements the AfterFunc method that context.AfterFunc looks for, so
 // that transports can hook it without a goroutine.
@@ -23,6 +25,10 @@ type opCtx struct {
 	err      error
 	timer    *time.Timer
 	hooks    []*hook
+
+	watched  context.Context // the parent whose cancellation is hooked
+	unwatch  func() bool
+	onParent func() // o.parentDone, made once
 }
 
 type hook struct{ f func() }
@@ -32,15 +38,75 @@ func (o *opCtx) begin(parent context.Context, d time.Duration) {
 	o.mu.Lock()
 	o.parent = parent
 	o.deadline = time.Now().Add(d)
+	if pd, ok := parent.Deadline(); ok && pd.Before(o.deadline) {
+		o.deadline = pd
+	}
 	if o.done == nil || o.err != nil {
 		o.done = make(chan struct{})
 		o.err = nil
 	}
 	o.mu.Unlock()
+	if parent.Done() != nil && !o.watching(parent) {
+		if o.unwatch != nil {
+			o.unwatch()
+		}
+		if o.onParent == nil {
+			o.onParent = o.parentDone
+		}
+		o.unwatch = context.AfterFunc(parent, o.onParent)
+		o.watched = nil
+		if reflect.TypeOf(parent).Comparable() {
+			o.watched = parent
+		}
+	}
 	if o.timer == nil {
-		o.timer = time.AfterFunc(d, o.fire)
+		o.timer = time.AfterFunc(time.Until(o.deadline), o.fire)
 	} else {
-		o.timer.Reset(d)
+		o.timer.Reset(time.Until(o.deadline))
+	}
+	if err := parent.Err(); err != nil {
+		o.finish(parent, err)
+	}
+}
+
+// watching reports whether parent's cancellation is already hooked; only
+// contexts of comparable types are remembered.
+func (o *opCtx) watching(parent context.Context) bool {
+	return o.watched != nil && o.watched == parent
+}
+
+// parentDone runs when a watched parent ends.
+func (o *opCtx) parentDone() {
+	o.mu.Lock()
+	p := o.parent
+	o.mu.Unlock()
+	if p != nil && p.Err() != nil {
+		o.finish(p, p.Err())
+	}
+}
+
+// finish ends the current call's context with err, if parent is still the
+// current call's parent.
+func (o *opCtx) finish(parent context.Context, err error) {
+	o.mu.Lock()
+	if o.err != nil || o.parent != parent {
+		o.mu.Unlock()
+		return
+	}
+	o.err = err
+	close(o.done)
+	hooks := append([]*hook(nil), o.hooks...)
+	o.mu.Unlock()
+	for _, h := range hooks {
+		h.f()
+	}
+}
+
+// close drops the hook on the last parent.
+func (o *opCtx) close() {
+	if o.unwatch != nil {
+		o.unwatch()
+		o.unwatch, o.watched = nil, nil
 	}
 }
 
@@ -56,16 +122,11 @@ func (o *opCtx) end() {
 // call firing late finds a later deadline and does nothing).
 func (o *opCtx) fire() {
 	o.mu.Lock()
-	if o.err != nil || time.Now().Before(o.deadline) {
-		o.mu.Unlock()
-		return
-	}
-	o.err = context.DeadlineExceeded
-	close(o.done)
-	hooks := append([]*hook(nil), o.hooks...)
+	p := o.parent
+	late := p == nil || time.Now().Before(o.deadline)
 	o.mu.Unlock()
-	for _, h := range hooks {
-		h.f()
+	if !late {
+		o.finish(p, context.DeadlineExceeded)
 	}
 }
 
@@ -124,21 +185,14 @@ func (o *opCtx) AfterFunc(f func()) func() bool {
 	}
 }
 
-// boundCtx returns the context an operation runs under: parent bounded by
-// the communicator's timeout, and a function to call when the operation
-// ends. It allocates nothing when parent cannot be cancelled or already
-// ends before the timeout would.
+// boundCtx returns the context a collective runs under — parent bounded by
+// the communicator's timeout — and a function to call when it ends. Calls
+// are serialized by c.mu, so one opCtx serves them all.
 func (c *Comm) boundCtx(parent context.Context) (context.Context, func()) {
 	d := c.set.timeout
 	if d <= 0 {
 		return parent, func() {}
 	}
-	if parent.Done() == nil {
-		c.octx.begin(parent, d)
-		return &c.octx, c.octxEnd
-	}
-	if dl, ok := parent.Deadline(); ok && time.Until(dl) <= d {
-		return parent, func() {}
-	}
-	return context.WithTimeout(parent, d)
+	c.octx.begin(parent, d)
+	return &c.octx, c.octxEnd
 }
