@@ -90,9 +90,20 @@ func view[T any](b []byte) []T {
 }
 
 // applyNative is Apply on a little-endian machine with acceptable
-// alignment. Dispatch costs two switches per call, one on the type and one
-// on the operator; the loops below run with no further dispatch.
+// alignment: the vector kernels where the CPU has them (applyVector), the
+// scalar ones otherwise and for what the vector kernels leave over.
 func applyNative(dt DType, op Op, dst, a, b []byte) {
+	if !applyVector(dt, op, dst, a, b) {
+		applyScalar(dt, op, dst, a, b)
+	}
+}
+
+// applyScalar is the scalar twin of the vector kernels, in portable Go,
+// with the same preconditions and the same results bit for bit (up to
+// the payloads of NaNs from Sum and Prod). Dispatch costs two switches per
+// call, one on the type and one on the operator; the loops below run with
+// no further dispatch.
+func applyScalar(dt DType, op Op, dst, a, b []byte) {
 	switch dt {
 	case Int8:
 		applyInt(op, view[int8](dst), view[int8](a), view[int8](b))
