@@ -212,7 +212,6 @@ func (c *Comm) Close() error {
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
-	c.octx.close()
 	c.mu.Unlock()
 	if sb, ok := c.boot.(*storeBoot); ok && sb.watch != nil {
 		sb.watch.remove(c)

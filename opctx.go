@@ -2,7 +2,6 @@ package hcomm
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"time"
 )
@@ -10,10 +9,14 @@ import (
 // opCtx bounds one operation at a time by the communicator's timeout
 // without allocating: the communicator keeps one, re-arms its timer for
 // every call, and keeps its done channel until the call's context actually
-// ends. A cancellable parent is watched through context.AfterFunc, which
-// is registered again only when the parent changes, so a program that
-// passes the same context (context.Background, a signal context, a
-// stream's context) to every call allocates nothing.
+// ends. A parent that cannot be cancelled (context.Background) costs
+// nothing more; a cancellable parent is watched for the length of the call
+// through context.AfterFunc, which allocates a little.
+//
+// Because the object is reused, a hook that fires for one call must finish
+// before the next call re-arms the context (the context package reads Err
+// from inside such hooks and requires it to be non-nil): begin waits for
+// hooks in flight.
 //
 // It implements the AfterFunc method that context.AfterFunc looks for, so
 // that transports can hook it without a goroutine.
@@ -25,16 +28,17 @@ type opCtx struct {
 	err      error
 	timer    *time.Timer
 	hooks    []*hook
+	firing   sync.WaitGroup // hooks running for an ended call
 
-	watched  context.Context // the parent whose cancellation is hooked
-	unwatch  func() bool
-	onParent func() // o.parentDone, made once
+	unwatch  func() bool // unhooks the current call's parent
+	onParent func()      // o.parentDone, made once
 }
 
 type hook struct{ f func() }
 
 // begin arms the context for a call of at most d under parent.
 func (o *opCtx) begin(parent context.Context, d time.Duration) {
+	o.firing.Wait()
 	o.mu.Lock()
 	o.parent = parent
 	o.deadline = time.Now().Add(d)
@@ -46,18 +50,11 @@ func (o *opCtx) begin(parent context.Context, d time.Duration) {
 		o.err = nil
 	}
 	o.mu.Unlock()
-	if parent.Done() != nil && !o.watching(parent) {
-		if o.unwatch != nil {
-			o.unwatch()
-		}
+	if parent.Done() != nil {
 		if o.onParent == nil {
 			o.onParent = o.parentDone
 		}
 		o.unwatch = context.AfterFunc(parent, o.onParent)
-		o.watched = nil
-		if reflect.TypeOf(parent).Comparable() {
-			o.watched = parent
-		}
 	}
 	if o.timer == nil {
 		o.timer = time.AfterFunc(time.Until(o.deadline), o.fire)
@@ -67,12 +64,6 @@ func (o *opCtx) begin(parent context.Context, d time.Duration) {
 	if err := parent.Err(); err != nil {
 		o.finish(parent, err)
 	}
-}
-
-// watching reports whether parent's cancellation is already hooked; only
-// contexts of comparable types are remembered.
-func (o *opCtx) watching(parent context.Context) bool {
-	return o.watched != nil && o.watched == parent
 }
 
 // parentDone runs when a watched parent ends.
@@ -96,23 +87,21 @@ func (o *opCtx) finish(parent context.Context, err error) {
 	o.err = err
 	close(o.done)
 	hooks := append([]*hook(nil), o.hooks...)
+	o.firing.Add(1)
 	o.mu.Unlock()
+	defer o.firing.Done()
 	for _, h := range hooks {
 		h.f()
-	}
-}
-
-// close drops the hook on the last parent.
-func (o *opCtx) close() {
-	if o.unwatch != nil {
-		o.unwatch()
-		o.unwatch, o.watched = nil, nil
 	}
 }
 
 // end disarms the context after the call.
 func (o *opCtx) end() {
 	o.timer.Stop()
+	if o.unwatch != nil {
+		o.unwatch()
+		o.unwatch = nil
+	}
 	o.mu.Lock()
 	o.parent = nil
 	o.mu.Unlock()
@@ -166,8 +155,14 @@ func (o *opCtx) AfterFunc(f func()) func() bool {
 	h := &hook{f: f}
 	o.mu.Lock()
 	if o.err != nil {
+		// Ended already: run f at once, but not here (the context package
+		// calls this with its own lock held, and f takes it).
+		o.firing.Add(1)
 		o.mu.Unlock()
-		go f()
+		go func() {
+			defer o.firing.Done()
+			f()
+		}()
 		return func() bool { return false }
 	}
 	o.hooks = append(o.hooks, h)

@@ -580,6 +580,10 @@ type streamCtx struct {
 	err    error
 	afters []afterFunc
 	next   uint64
+	// firing counts hooks still running for a cancellation; reset waits
+	// for them, since the context package reads Err inside its hooks and
+	// a recycled stream's context must not answer nil to them.
+	firing sync.WaitGroup
 }
 
 type afterFunc struct {
@@ -591,6 +595,7 @@ type afterFunc struct {
 var errStreamCancelled = context.Canceled
 
 func (c *streamCtx) reset() {
+	c.firing.Wait()
 	c.mu.Lock()
 	c.done, c.err = nil, nil
 	clear(c.afters)
@@ -631,7 +636,11 @@ func (c *streamCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
-		go f()
+		c.firing.Add(1)
+		go func() {
+			defer c.firing.Done()
+			f()
+		}()
 		return func() bool { return false }
 	}
 	c.next++
@@ -662,7 +671,11 @@ func (c *streamCtx) cancel(error) {
 		close(c.done)
 	}
 	for _, a := range c.afters {
-		go a.f()
+		c.firing.Add(1)
+		go func() {
+			defer c.firing.Done()
+			a.f()
+		}()
 	}
 	clear(c.afters)
 	c.afters = c.afters[:0]
