@@ -27,6 +27,7 @@ type opCtx struct {
 	done     chan struct{}
 	err      error
 	timer    *time.Timer
+	armed    bool // the timer will fire (at or before the current deadline)
 	hooks    []*hook
 	firing   sync.WaitGroup // hooks running for an ended call
 
@@ -49,6 +50,11 @@ func (o *opCtx) begin(parent context.Context, d time.Duration) {
 		o.done = make(chan struct{})
 		o.err = nil
 	}
+	// The timer is armed lazily: one that is still armed fires at an
+	// earlier call's deadline, before this one's, and re-arms itself from
+	// there; so most calls touch no timer at all.
+	arm := !o.armed
+	o.armed = true
 	o.mu.Unlock()
 	if parent.Done() != nil {
 		if o.onParent == nil {
@@ -58,7 +64,7 @@ func (o *opCtx) begin(parent context.Context, d time.Duration) {
 	}
 	if o.timer == nil {
 		o.timer = time.AfterFunc(time.Until(o.deadline), o.fire)
-	} else {
+	} else if arm {
 		o.timer.Reset(time.Until(o.deadline))
 	}
 	if err := parent.Err(); err != nil {
@@ -95,9 +101,9 @@ func (o *opCtx) finish(parent context.Context, err error) {
 	}
 }
 
-// end disarms the context after the call.
+// end ends the call. The timer stays armed; when it fires between calls
+// it finds no call and stops.
 func (o *opCtx) end() {
-	o.timer.Stop()
 	if o.unwatch != nil {
 		o.unwatch()
 		o.unwatch = nil
@@ -107,16 +113,25 @@ func (o *opCtx) end() {
 	o.mu.Unlock()
 }
 
-// fire closes done if the armed deadline has passed (a timer of an earlier
-// call firing late finds a later deadline and does nothing).
+// fire runs when the timer expires: it ends the current call if its
+// deadline has passed, re-arms for the current call's deadline if not, and
+// stays disarmed between calls.
 func (o *opCtx) fire() {
 	o.mu.Lock()
 	p := o.parent
-	late := p == nil || time.Now().Before(o.deadline)
-	o.mu.Unlock()
-	if !late {
-		o.finish(p, context.DeadlineExceeded)
+	if p == nil {
+		o.armed = false
+		o.mu.Unlock()
+		return
 	}
+	if left := time.Until(o.deadline); left > 0 {
+		o.timer.Reset(left)
+		o.mu.Unlock()
+		return
+	}
+	o.armed = false
+	o.mu.Unlock()
+	o.finish(p, context.DeadlineExceeded)
 }
 
 func (o *opCtx) Deadline() (time.Time, bool) {

@@ -42,6 +42,8 @@ type Executor struct {
 	wg      sync.WaitGroup
 	closed  bool
 
+	eager transport.Eager // t, if it can tell whether a send completes at once
+
 	// OnError, if set, is called once per failed Run with the first error,
 	// from whichever goroutine found it, before Run returns. It must make
 	// the transport's pending calls return (typically by aborting it).
@@ -76,7 +78,9 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	}
 	// Chunks hold whole elements of every type.
 	chunkBytes = max(8, chunkBytes&^7)
-	return &Executor{t: t, chunk: chunkBytes, results: make(chan error, 16)}
+	e := &Executor{t: t, chunk: chunkBytes, results: make(chan error, 16)}
+	e.eager, _ = t.(transport.Eager)
+	return e
 }
 
 // ChunkBytes returns the chunk size.
@@ -145,13 +149,41 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 	defer func() { *r = run{} }() // drop references to the caller's buffers
 	for si := range prog.Steps {
 		ops := prog.Steps[si].Ops
-		for i := 1; i < len(ops); i++ {
-			e.workers[i-1] <- task{ctx: ctx, r: r, op: &ops[i], buf: e.staging[i]}
+		// Local ops, and small sends the transport can complete at once,
+		// are done here; of the ops that may wait on a peer, the last runs
+		// on this goroutine and the others on workers. Ops of a step do not
+		// conflict (the verifier proves it), so their order is free, and a
+		// send finished early is just a send that completed quickly.
+		inline, dispatched := -1, 0
+		for i := range ops {
+			op := &ops[i]
+			switch {
+			case op.Kind == sched.Copy || op.Kind == sched.LocalReduce:
+				if err := e.runOp(ctx, r, op, nil); err != nil {
+					r.setErr(err)
+				}
+				continue
+			case e.eager != nil && op.Kind == sched.Send && op.Src.Len*es <= e.chunk:
+				ok, err := e.eager.TrySend(ctx, op.Peer, fp, r.region(op.Src))
+				if err != nil {
+					r.setErr(err)
+				}
+				if ok || err != nil {
+					continue
+				}
+			}
+			if inline >= 0 {
+				e.workers[dispatched] <- task{ctx: ctx, r: r, op: &ops[inline], buf: e.staging[dispatched+1]}
+				dispatched++
+			}
+			inline = i
 		}
-		if err := e.runOp(ctx, r, &ops[0], e.staging[0]); err != nil {
-			r.setErr(err)
+		if inline >= 0 && !r.failed.Load() {
+			if err := e.runOp(ctx, r, &ops[inline], e.staging[0]); err != nil {
+				r.setErr(err)
+			}
 		}
-		for i := 1; i < len(ops); i++ {
+		for i := 0; i < dispatched; i++ {
 			<-e.results
 		}
 		if r.failed.Load() {

@@ -35,3 +35,13 @@ type Transport interface {
 	// Close releases resources. It does not wait for peers.
 	Close() error
 }
+
+// Eager is implemented by transports that can tell whether a send would
+// complete at once. TrySend sends p to peer, as Send would, if it can do so
+// without waiting for the receiver or for buffer space, and reports whether
+// it did; when it reports false nothing was sent. The executor uses it to
+// finish small sends on the calling goroutine instead of handing them to a
+// worker.
+type Eager interface {
+	TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error)
+}

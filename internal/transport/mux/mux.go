@@ -67,6 +67,19 @@ func (m *Mux) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte
 	return t.Send(ctx, peer, fp, p)
 }
 
+// TrySend sends at once through the transport that reaches peer, if that
+// transport can (transport.Eager).
+func (m *Mux) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error) {
+	t, err := m.to(peer)
+	if err != nil {
+		return false, err
+	}
+	if e, ok := t.(transport.Eager); ok {
+		return e.TrySend(ctx, peer, fp, p)
+	}
+	return false, nil
+}
+
 // Recv receives through the transport that reaches peer.
 func (m *Mux) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
 	t, err := m.to(peer)

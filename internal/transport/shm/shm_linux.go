@@ -316,6 +316,35 @@ func (t *Transport) Send(ctx context.Context, rank int, fp *wire.Fingerprint, p 
 	return nil
 }
 
+// TrySend sends p at once if it fits, with its header, in one slot and a
+// slot is free; otherwise it sends nothing and reports false.
+func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) (bool, error) {
+	pe, err := t.begin(rank, fp)
+	if err != nil {
+		return false, err
+	}
+	defer t.mu.RUnlock()
+	r := &pe.out
+	if atomic.LoadUint32(r.broken) != 0 {
+		return false, brokenError(pe)
+	}
+	if t.cmaThreshold > 0 && len(p) >= t.cmaThreshold {
+		return false, nil
+	}
+	if used := r.pos - atomic.LoadUint32(r.tail); used >= r.slots {
+		return false, nil
+	}
+	slot := r.slot(r.pos)
+	if hdrSize+len(p) > len(slot) {
+		return false, nil
+	}
+	h := msgHeader{kind: kindInline, length: uint64(len(p)), fp: *fp}
+	h.encode(slot)
+	copy(slot[hdrSize:], p)
+	r.publish()
+	return true, nil
+}
+
 // sendStream writes p into whole slots, waiting for room as needed.
 func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte) error {
 	for len(p) > 0 {
