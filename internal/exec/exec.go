@@ -42,7 +42,9 @@ type Executor struct {
 	wg      sync.WaitGroup
 	closed  bool
 
-	eager transport.Eager // t, if it can tell whether a send completes at once
+	eager transport.Eager        // t, if it can tell whether a send completes at once
+	sinkR transport.SinkReceiver // t, if it can reduce straight from its buffers
+	sinks []reduceSink           // one per concurrently running op
 
 	// OnError, if set, is called once per failed Run with the first error,
 	// from whichever goroutine found it, before Run returns. It must make
@@ -54,8 +56,24 @@ type task struct {
 	ctx context.Context
 	r   *run
 	op  *sched.Op
-	buf []byte // staging
+	buf []byte      // staging
+	snk *reduceSink // for receive-reduce ops
 }
+
+// reduceSink reduces a message into dst as the transport hands it over:
+// dst = src ⊕ message, piece by piece.
+type reduceSink struct {
+	dt       reduce.DType
+	op       reduce.Op
+	dst, src []byte
+	staging  []byte
+}
+
+func (s *reduceSink) Consume(off int, b []byte) {
+	reduce.Apply(s.dt, s.op, s.dst[off:off+len(b)], s.src[off:off+len(b)], b)
+}
+
+func (s *reduceSink) Staging() []byte { return s.staging }
 
 // run is the state of one Run call shared by its ops.
 type run struct {
@@ -80,6 +98,7 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	chunkBytes = max(8, chunkBytes&^7)
 	e := &Executor{t: t, chunk: chunkBytes, results: make(chan error, 16)}
 	e.eager, _ = t.(transport.Eager)
+	e.sinkR, _ = t.(transport.SinkReceiver)
 	return e
 }
 
@@ -103,6 +122,9 @@ func (e *Executor) ensure(nops int, scratchBytes int) {
 	for len(e.staging) < nops {
 		e.staging = append(e.staging, make([]byte, e.chunk))
 	}
+	for len(e.sinks) < nops {
+		e.sinks = append(e.sinks, reduceSink{})
+	}
 	for len(e.workers) < nops-1 {
 		ch := make(chan task)
 		e.workers = append(e.workers, ch)
@@ -120,7 +142,7 @@ func (e *Executor) ensure(nops int, scratchBytes int) {
 func (e *Executor) work(ch chan task) {
 	defer e.wg.Done()
 	for t := range ch {
-		err := e.runOp(t.ctx, t.r, t.op, t.buf)
+		err := e.runOp(t.ctx, t.r, t.op, t.buf, t.snk)
 		if err != nil {
 			t.r.setErr(err)
 		}
@@ -159,7 +181,7 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 			op := &ops[i]
 			switch {
 			case op.Kind == sched.Copy || op.Kind == sched.LocalReduce:
-				if err := e.runOp(ctx, r, op, nil); err != nil {
+				if err := e.runOp(ctx, r, op, nil, nil); err != nil {
 					r.setErr(err)
 				}
 				continue
@@ -173,13 +195,13 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 				}
 			}
 			if inline >= 0 {
-				e.workers[dispatched] <- task{ctx: ctx, r: r, op: &ops[inline], buf: e.staging[dispatched+1]}
+				e.workers[dispatched] <- task{ctx: ctx, r: r, op: &ops[inline], buf: e.staging[dispatched+1], snk: &e.sinks[dispatched+1]}
 				dispatched++
 			}
 			inline = i
 		}
 		if inline >= 0 && !r.failed.Load() {
-			if err := e.runOp(ctx, r, &ops[inline], e.staging[0]); err != nil {
+			if err := e.runOp(ctx, r, &ops[inline], e.staging[0], &e.sinks[0]); err != nil {
 				r.setErr(err)
 			}
 		}
@@ -231,7 +253,7 @@ func (e *Executor) piece(b []byte, i int) []byte {
 	return b[lo:hi]
 }
 
-func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []byte) error {
+func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []byte, snk *reduceSink) error {
 	t := e.t
 	switch op.Kind {
 	case sched.Send:
@@ -263,11 +285,21 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []by
 		src, dst := r.region(op.Src), r.region(op.Dst)
 		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
 			d := e.piece(dst, i)
-			tmp := staging[:len(d)]
-			if err := t.Recv(ctx, op.Peer, r.fp, tmp); err != nil {
-				return err
+			if e.sinkR != nil {
+				// Reduce straight from the transport's buffers.
+				*snk = reduceSink{dt: r.dt, op: r.op, dst: d, src: e.piece(src, i), staging: staging}
+				err := e.sinkR.RecvSink(ctx, op.Peer, r.fp, len(d), snk)
+				*snk = reduceSink{}
+				if err != nil {
+					return err
+				}
+			} else {
+				tmp := staging[:len(d)]
+				if err := t.Recv(ctx, op.Peer, r.fp, tmp); err != nil {
+					return err
+				}
+				reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
 			}
-			reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
 			if op.Kind == sched.RecvReduceSend {
 				if err := t.Send(ctx, op.To, r.fp, d); err != nil {
 					return err

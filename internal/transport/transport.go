@@ -45,3 +45,21 @@ type Transport interface {
 type Eager interface {
 	TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error)
 }
+
+// A Sink takes a message's bytes as they arrive, in order: Consume(off, b)
+// is given bytes [off, off+len(b)) of the message. Staging returns a buffer
+// of at least the message's length, for transports that must land a
+// message whole before handing it over.
+type Sink interface {
+	Consume(off int, b []byte)
+	Staging() []byte
+}
+
+// SinkReceiver is implemented by transports that can hand a message to a
+// Sink straight from their own buffers, so that a receiver that combines
+// the message with local data (a reduction) needs no copy of it first.
+// RecvSink is Recv for a message of n bytes; on a mismatch nothing is
+// consumed.
+type SinkReceiver interface {
+	RecvSink(ctx context.Context, peer int, fp *wire.Fingerprint, n int, s Sink) error
+}

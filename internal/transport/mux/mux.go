@@ -80,6 +80,25 @@ func (m *Mux) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []b
 	return false, nil
 }
 
+// RecvSink receives through the transport that reaches peer, straight
+// into s if that transport can (transport.SinkReceiver), else through s's
+// staging buffer.
+func (m *Mux) RecvSink(ctx context.Context, peer int, fp *wire.Fingerprint, n int, s transport.Sink) error {
+	t, err := m.to(peer)
+	if err != nil {
+		return err
+	}
+	if r, ok := t.(transport.SinkReceiver); ok {
+		return r.RecvSink(ctx, peer, fp, n, s)
+	}
+	b := s.Staging()[:n]
+	if err := t.Recv(ctx, peer, fp, b); err != nil {
+		return err
+	}
+	s.Consume(0, b)
+	return nil
+}
+
 // Recv receives through the transport that reaches peer.
 func (m *Mux) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
 	t, err := m.to(peer)

@@ -413,6 +413,31 @@ func (t *Transport) sendCMA(ctx context.Context, pe *peer, r *ring, h *msgHeader
 
 // Recv receives the next message from rank peer into p.
 func (t *Transport) Recv(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) error {
+	return t.recv(ctx, rank, fp, len(p), dest{p: p})
+}
+
+// RecvSink receives the next message from rank, of n bytes, handing it to
+// s slot by slot straight from the ring (transport.SinkReceiver).
+func (t *Transport) RecvSink(ctx context.Context, rank int, fp *wire.Fingerprint, n int, s transport.Sink) error {
+	return t.recv(ctx, rank, fp, n, dest{sink: s})
+}
+
+// dest is where a received message goes: a buffer, or a sink.
+type dest struct {
+	p    []byte
+	sink transport.Sink
+}
+
+// put delivers bytes [off, off+len(b)) of the message.
+func (d *dest) put(off uint64, b []byte) {
+	if d.sink != nil {
+		d.sink.Consume(int(off), b)
+		return
+	}
+	copy(d.p[off:], b)
+}
+
+func (t *Transport) recv(ctx context.Context, rank int, fp *wire.Fingerprint, n int, d dest) error {
 	pe, err := t.begin(rank, fp)
 	if err != nil {
 		return err
@@ -430,38 +455,45 @@ func (t *Transport) Recv(ctx context.Context, rank int, fp *wire.Fingerprint, p 
 	if err != nil {
 		return t.protocolError(pe, r, err)
 	}
-	match := h.fp == *fp && h.length == uint64(len(p))
+	match := h.fp == *fp && h.length == uint64(n)
 	switch h.kind {
 	case kindInline:
 		first := min(h.length, uint64(r.slotBytes-hdrSize))
 		if match {
-			copy(p, slot[hdrSize:hdrSize+first])
+			d.put(0, slot[hdrSize:hdrSize+first])
 		}
 		r.release()
-		if err := t.recvStream(ctx, pe, r, p, first, h.length, match); err != nil {
+		if err := t.recvStream(ctx, pe, r, &d, first, h.length, match); err != nil {
 			return t.breakRing(r, err)
 		}
 	case kindCMA:
+		p := d.p
+		if d.sink != nil {
+			p = d.sink.Staging()[:n]
+		}
 		if err := t.recvCMA(ctx, pe, r, &h, p, match); err != nil {
 			return err
 		}
+		if match && d.sink != nil {
+			d.sink.Consume(0, p)
+		}
 	}
 	if !match {
-		return mismatch(pe.rank, fp, &h.fp, h.length, len(p))
+		return mismatch(pe.rank, fp, &h.fp, h.length, n)
 	}
 	return nil
 }
 
 // recvStream consumes the payload bytes [off, total) from whole slots,
-// copying them into p when keep is set.
-func (t *Transport) recvStream(ctx context.Context, pe *peer, r *ring, p []byte, off, total uint64, keep bool) error {
+// delivering them to d when keep is set.
+func (t *Transport) recvStream(ctx context.Context, pe *peer, r *ring, d *dest, off, total uint64, keep bool) error {
 	for off < total {
 		if err := t.awaitData(ctx, pe, r); err != nil {
 			return err
 		}
 		n := min(total-off, uint64(r.slotBytes))
 		if keep {
-			copy(p[off:], r.slot(r.pos)[:n])
+			d.put(off, r.slot(r.pos)[:n])
 		}
 		r.release()
 		off += n
@@ -492,7 +524,7 @@ func (t *Transport) recvCMA(ctx context.Context, pe *peer, r *ring, h *msgHeader
 	}
 	r.release()
 	if result == cmaFallback {
-		if err := t.recvStream(ctx, pe, r, p, 0, h.length, true); err != nil {
+		if err := t.recvStream(ctx, pe, r, &dest{p: p}, 0, h.length, true); err != nil {
 			return t.breakRing(r, err)
 		}
 	}
