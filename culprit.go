@@ -140,8 +140,7 @@ func (c *Comm) culprit(seq uint64, call string) string {
 	}
 	wg.Wait()
 	rep := explain(seq, call, states)
-	set := sb.set
-	set.log.Error("hcomm: operation timed out", "comm", c.id, "rank", c.rank, "op", seq, "report", rep)
+	sb.set.log.Error("hcomm: operation timed out", "comm", c.id, "rank", c.rank, "op", seq, "report", rep)
 	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer wcancel()
 	sb.st.Set(wctx, "hcomm/report/"+strconv.Itoa(c.members[c.rank]),

@@ -96,7 +96,7 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	}
 	// Chunks hold whole elements of every type.
 	chunkBytes = max(8, chunkBytes&^7)
-	e := &Executor{t: t, chunk: chunkBytes, results: make(chan error, 16)}
+	e := &Executor{t: t, chunk: chunkBytes}
 	e.eager, _ = t.(transport.Eager)
 	e.sinkR, _ = t.(transport.SinkReceiver)
 	return e
