@@ -71,10 +71,11 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.dt, Op: k.op,
 		Root: int32(k.root), Count: k.digest}
 	fp := &c.fp
-	ctx, end := c.boundCtx(parent)
+	now := c.clock.Now()
+	ctx, end := c.boundCtx(parent, now)
 	defer end()
 	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx, fp: fp}
-	slot := c.rec.Begin(k.name, fp)
+	slot := c.rec.Begin(k.name, fp, now)
 	if err := c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out); err != nil {
 		oe := c.runErr(&c.cur, err)
 		c.rec.End(slot, oe)

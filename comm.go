@@ -58,6 +58,7 @@ type Comm struct {
 	cur       current          // the collective running, guarded by mu
 	fp        wire.Fingerprint // its fingerprint
 	octx      opCtx            // its deadline
+	clock     trace.Clock      // times calls
 	octxEnd   func()
 	splits    int
 	p2pMu     []sync.Mutex // [2*peer] send, [2*peer+1] recv
@@ -124,6 +125,7 @@ func newComm(rank, size int, id string, set settings, t transport.Transport, boo
 	c := &Comm{
 		rank: rank, size: size, id: id, set: set, t: t, boot: boot, model: m,
 		ex:     exec.New(t, set.chunk),
+		clock:  trace.NewClock(),
 		pl:     plan.New(rank, size, m, set.overrides),
 		p2pMu:  make([]sync.Mutex, 2*size),
 		p2pSeq: make([]uint64, 2*size),

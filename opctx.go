@@ -37,12 +37,13 @@ type opCtx struct {
 
 type hook struct{ f func() }
 
-// begin arms the context for a call of at most d under parent.
-func (o *opCtx) begin(parent context.Context, d time.Duration) {
+// begin arms the context for a call, started at now, of at most d under
+// parent.
+func (o *opCtx) begin(parent context.Context, now time.Time, d time.Duration) {
 	o.firing.Wait()
 	o.mu.Lock()
 	o.parent = parent
-	o.deadline = time.Now().Add(d)
+	o.deadline = now.Add(d)
 	if pd, ok := parent.Deadline(); ok && pd.Before(o.deadline) {
 		o.deadline = pd
 	}
@@ -198,11 +199,11 @@ func (o *opCtx) AfterFunc(f func()) func() bool {
 // boundCtx returns the context a collective runs under — parent bounded by
 // the communicator's timeout — and a function to call when it ends. Calls
 // are serialized by c.mu, so one opCtx serves them all.
-func (c *Comm) boundCtx(parent context.Context) (context.Context, func()) {
+func (c *Comm) boundCtx(parent context.Context, now time.Time) (context.Context, func()) {
 	d := c.set.timeout
 	if d <= 0 {
 		return parent, func() {}
 	}
-	c.octx.begin(parent, d)
+	c.octx.begin(parent, now, d)
 	return &c.octx, c.octxEnd
 }

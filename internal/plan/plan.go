@@ -15,6 +15,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -114,7 +115,16 @@ type Planner struct {
 	overrides Overrides
 
 	mu    sync.Mutex
-	cache map[key]*sched.Program
+	cache map[key]*cached
+
+	// last is the most recent uniform lookup: a loop of identical calls
+	// (the common case) finds its program without hashing or locking.
+	last atomic.Pointer[cached]
+}
+
+type cached struct {
+	k    key
+	prog *sched.Program
 }
 
 type key struct {
@@ -129,7 +139,7 @@ const maxCached = 512
 
 // New returns a planner for rank of n.
 func New(rank, n int, m Model, o Overrides) *Planner {
-	return &Planner{rank: rank, n: n, model: m, overrides: o, cache: map[key]*sched.Program{}}
+	return &Planner{rank: rank, n: n, model: m, overrides: o, cache: map[key]*cached{}}
 }
 
 // Program returns this rank's program for s. Uniform calls (every rank the
@@ -138,10 +148,10 @@ func (p *Planner) Program(s sched.Spec, elemSize int) (*sched.Program, error) {
 	k, cacheable := p.keyOf(s, elemSize)
 	if cacheable {
 		p.mu.Lock()
-		prog, ok := p.cache[k]
+		c, ok := p.cache[k]
 		p.mu.Unlock()
 		if ok {
-			return prog, nil
+			return c.prog, nil
 		}
 	}
 	a, err := p.Choose(s, elemSize)
@@ -157,7 +167,7 @@ func (p *Planner) Program(s sched.Spec, elemSize int) (*sched.Program, error) {
 		if len(p.cache) >= maxCached {
 			clear(p.cache)
 		}
-		p.cache[k] = prog
+		p.cache[k] = &cached{k: k, prog: prog}
 		p.mu.Unlock()
 	}
 	return prog, nil
@@ -171,11 +181,15 @@ func (p *Planner) Uniform(coll sched.Coll, count, root int, inPlace bool, elemSi
 	if coll == sched.Barrier {
 		k.count = 0
 	}
+	if c := p.last.Load(); c != nil && c.k == k {
+		return c.prog, nil
+	}
 	p.mu.Lock()
-	prog, ok := p.cache[k]
+	c, ok := p.cache[k]
 	p.mu.Unlock()
 	if ok {
-		return prog, nil
+		p.last.Store(c)
+		return c.prog, nil
 	}
 	s := sched.Uniform(coll, p.n, count, root, inPlace)
 	if coll == sched.Barrier {

@@ -142,3 +142,58 @@ func TestOverrideAndCache(t *testing.T) {
 		t.Errorf("unknown collective: %v", err)
 	}
 }
+
+// TestUniformLastHit alternates uniform calls so that the one-entry fast
+// path is hit and missed, and checks each lookup returns the program of
+// its own call, without allocating once cached.
+func TestUniformLastHit(t *testing.T) {
+	p := New(2, 4, MemoryModel, nil)
+	type call struct {
+		coll     sched.Coll
+		count    int
+		root     int
+		inPlace  bool
+		elemSize int
+	}
+	calls := []call{
+		{sched.AllReduce, 1024, 0, false, 4},
+		{sched.AllReduce, 1024, 0, true, 4},
+		{sched.AllReduce, 1024, 0, false, 8},
+		{sched.Broadcast, 1024, 3, false, 4},
+		{sched.Broadcast, 1024, 1, false, 4},
+		{sched.Barrier, 0, 0, false, 1},
+		{sched.AllReduce, 7, 0, false, 4},
+	}
+	first := make([]*sched.Program, len(calls))
+	for round := range 3 {
+		for i, c := range calls {
+			for range 2 { // twice in a row: the second is a last-hit
+				prog, err := p.Uniform(c.coll, c.count, c.root, c.inPlace, c.elemSize)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if round == 0 && first[i] == nil {
+					first[i] = prog
+				}
+				if prog != first[i] {
+					t.Fatalf("round %d call %+v: a different program than the first time", round, c)
+				}
+			}
+		}
+	}
+	for i := range first {
+		for j := range i {
+			if first[i] == first[j] {
+				t.Errorf("calls %+v and %+v share a program", calls[i], calls[j])
+			}
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, c := range calls {
+			p.Uniform(c.coll, c.count, c.root, c.inPlace, c.elemSize)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("cached uniform lookups allocate %.1f times per round", allocs)
+	}
+}

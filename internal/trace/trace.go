@@ -44,6 +44,25 @@ type Entry struct {
 	Err   string
 }
 
+// Clock tells the time from one wall-clock reading and the monotonic clock
+// since. Its Now costs one monotonic clock read, where time.Now reads both
+// clocks (about 70 ns on some virtual machines, a tenth of a small
+// collective); it drifts from the wall clock only as far as the system
+// clock is stepped while it runs.
+type Clock struct{ base time.Time }
+
+// NewClock returns a Clock set to the current time.
+func NewClock() Clock { return Clock{base: time.Now()} }
+
+// Now returns the current time, with a monotonic reading. A zero Clock
+// falls back to time.Now.
+func (c Clock) Now() time.Time {
+	if c.base.IsZero() {
+		return time.Now()
+	}
+	return c.base.Add(time.Since(c.base))
+}
+
 // Size is the number of operations a Recorder keeps.
 const Size = 64
 
@@ -57,13 +76,14 @@ type Recorder struct {
 	done    uint64 // highest sequence number completed successfully
 }
 
-// Begin records that the operation fp.Seq, called as name, started, and
-// returns its slot.
-func (r *Recorder) Begin(name string, fp *wire.Fingerprint) int {
+// Begin records that the operation fp.Seq, called as name, started at
+// start, and returns its slot. start should carry a monotonic reading (as
+// from time.Now or a Clock), which End measures the operation against.
+func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	slot := r.next % Size
-	r.ring[slot] = Entry{Seq: fp.Seq, Name: name, FP: *fp, State: Running, Start: time.Now()}
+	r.ring[slot] = Entry{Seq: fp.Seq, Name: name, FP: *fp, State: Running, Start: start}
 	r.next++
 	r.entered = fp.Seq
 	return slot
@@ -88,7 +108,7 @@ func (r *Recorder) End(slot int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := &r.ring[slot]
-	e.End = time.Now()
+	e.End = e.Start.Add(time.Since(e.Start))
 	if err != nil {
 		e.State = Failed
 		e.Err = err.Error()

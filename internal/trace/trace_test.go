@@ -1,0 +1,72 @@
+package trace
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+func TestClock(t *testing.T) {
+	c := NewClock()
+	before := time.Now()
+	a := c.Now()
+	b := c.Now()
+	if b.Before(a) {
+		t.Errorf("clock went back: %v then %v", a, b)
+	}
+	if d := a.Sub(before); d < -time.Millisecond || d > time.Second {
+		t.Errorf("clock is %v off time.Now", d)
+	}
+	if d := time.Since(a); d < 0 || d > time.Second {
+		t.Errorf("time.Since(clock) = %v", d)
+	}
+	if z := (Clock{}).Now(); time.Since(z) > time.Second {
+		t.Errorf("zero clock: %v", z)
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	var r Recorder
+	c := NewClock()
+	fp := wire.Fingerprint{Seq: 1}
+	s := r.Begin("AllReduce", &fp, c.Now())
+	time.Sleep(2 * time.Millisecond)
+	r.End(s, nil)
+	fp.Seq = 2
+	s = r.Begin("Broadcast", &fp, c.Now())
+	r.End(s, errors.New("boom"))
+	fp.Seq = 3
+	r.Begin("Barrier", &fp, c.Now())
+
+	es := r.Entries()
+	if len(es) != 3 {
+		t.Fatalf("%d entries, want 3", len(es))
+	}
+	if es[0].State != Done || es[1].State != Failed || es[2].State != Running {
+		t.Errorf("states %v %v %v", es[0].State, es[1].State, es[2].State)
+	}
+	if d := es[0].End.Sub(es[0].Start); d < 2*time.Millisecond || d > time.Second {
+		t.Errorf("first op took %v, want about 2ms", d)
+	}
+	if es[1].Err != "boom" {
+		t.Errorf("error %q", es[1].Err)
+	}
+	snap := r.Snapshot()
+	if snap.Entered != 3 || snap.Completed != 1 || snap.State != "running" {
+		t.Errorf("snapshot %+v", snap)
+	}
+	if f := r.Format(); !strings.Contains(f, "#1 ") || !strings.Contains(f, "took=") || !strings.Contains(f, `err="boom"`) {
+		t.Errorf("format:\n%s", f)
+	}
+	// The ring keeps the last Size operations.
+	for i := range 2 * Size {
+		fp.Seq = uint64(10 + i)
+		r.End(r.Begin("AllReduce", &fp, c.Now()), nil)
+	}
+	if es := r.Entries(); len(es) != Size || es[0].Seq != uint64(10+Size) {
+		t.Errorf("after wrapping: %d entries from #%d", len(es), es[0].Seq)
+	}
+}
