@@ -270,12 +270,23 @@ func TestHostilePeer(t *testing.T) {
 }
 
 // TestHostileConsumer moves the tail of a ring backwards: the sender
-// must refuse to go on.
+// must refuse to go on, at the latest when it reads the tail again to
+// find room (it writes only slots it knew to be free until then).
 func TestHostileConsumer(t *testing.T) {
 	trs := newLocalGroup(t, 2, "small")
 	atomic.StoreUint32(trs[1].peers[0].in.tail, 1<<31)
 	fp := fpFor(1, 10)
-	err := trs[0].Send(context.Background(), 1, &fp, make([]byte, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	slots := int(trs[0].peers[1].out.slots)
+	var err error
+	sent := 0
+	for ; sent <= slots && err == nil; sent++ {
+		err = trs[0].Send(ctx, 1, &fp, make([]byte, 10))
+	}
+	if sent != slots+1 {
+		t.Errorf("the bad tail was noticed at send %d, want %d (the first that needs the tail)", sent, slots+1)
+	}
 	peerErr(t, "Send into a ring with a bad tail", err, 1, errs.ErrPeerLost)
 	if err := trs[0].Send(context.Background(), 1, &fp, nil); !errors.Is(err, errs.ErrPeerLost) {
 		t.Errorf("Send on the broken ring: got %v, want ErrPeerLost", err)

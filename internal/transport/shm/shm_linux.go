@@ -22,7 +22,8 @@ var _ transport.Transport = (*Transport)(nil)
 
 // Tuning of waits.
 const (
-	spinFor       = 10 * time.Microsecond  // polling (with yields) before sleeping
+	pollFor       = 2 * time.Microsecond   // polling without yielding
+	spinFor       = 10 * time.Microsecond  // polling (with yields after pollFor) before sleeping
 	sleepTick     = 20 * time.Millisecond  // longest futex sleep between checks
 	livenessAfter = 100 * time.Millisecond // blocked time before checking the peer process
 )
@@ -105,6 +106,7 @@ type ring struct {
 	slots          uint32
 
 	pos    uint32 // this end's counter: head for out, tail for in
+	seen   uint32 // the other end's counter as last read: tail for out, head for in
 	cmaOff bool   // sender: the peer cannot read us; stream everything
 	ts     unix.Timespec
 	pfd    [1]unix.PollFd
@@ -331,8 +333,11 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 	if t.cmaThreshold > 0 && len(p) >= t.cmaThreshold {
 		return false, nil
 	}
-	if used := r.pos - atomic.LoadUint32(r.tail); used >= r.slots {
-		return false, nil
+	if !r.spaceSeen() {
+		r.seen = atomic.LoadUint32(r.tail)
+		if !r.spaceSeen() {
+			return false, nil
+		}
 	}
 	slot := r.slot(r.pos)
 	if hdrSize+len(p) > len(slot) {
@@ -594,6 +599,12 @@ func (r *ring) publish() {
 	}
 }
 
+// spaceSeen reports whether the producer end r knows, without reading the
+// consumer's counter again, that the slot at r.pos is free: the counter
+// only grows, so a free slot seen earlier stays free. Reading the other
+// process's counter costs a cache miss on every message otherwise.
+func (r *ring) spaceSeen() bool { return r.pos-r.seen < r.slots }
+
 // release hands the slot at r.pos back to the producer.
 func (r *ring) release() {
 	r.pos++
@@ -605,8 +616,12 @@ func (r *ring) release() {
 
 // awaitSpace waits until the producer end r has a free slot.
 func (t *Transport) awaitSpace(ctx context.Context, pe *peer, r *ring) error {
+	if r.spaceSeen() {
+		return nil
+	}
 	for {
 		tl := atomic.LoadUint32(r.tail)
+		r.seen = tl
 		used := r.pos - tl
 		if used < r.slots {
 			return nil
@@ -622,8 +637,12 @@ func (t *Transport) awaitSpace(ctx context.Context, pe *peer, r *ring) error {
 
 // awaitData waits until the consumer end r has a filled slot.
 func (t *Transport) awaitData(ctx context.Context, pe *peer, r *ring) error {
+	if r.seen != r.pos {
+		return nil // filled slots seen earlier are still to be read
+	}
 	for {
 		hd := atomic.LoadUint32(r.head)
+		r.seen = hd
 		avail := hd - r.pos
 		if avail > r.slots {
 			return t.protocolError(pe, r, fmt.Errorf("head %d and tail %d are %d slots apart", hd, r.pos, avail))
@@ -641,19 +660,25 @@ func (t *Transport) awaitData(ctx context.Context, pe *peer, r *ring) error {
 // waiting: ctx, a local Close or Abort, a broken ring, or a peer that
 // aborted, left or died. flag is this end's waiter flag for word.
 func (t *Transport) await(ctx context.Context, pe *peer, r *ring, word, flag *uint32, old uint32) error {
+	// Poll: first without yielding (a message usually arrives within a
+	// microsecond or two, and yielding costs a trip through the scheduler
+	// before the next look), then yielding to other goroutines, then sleep.
 	var start time.Time
+	yield := false
 	for i := 0; ; i++ {
 		if atomic.LoadUint32(word) != old {
 			return nil
 		}
-		if i%16 == 15 {
+		if i%32 == 31 {
 			if start.IsZero() {
 				start = time.Now()
-			} else if time.Since(start) > spinFor {
+			} else if d := time.Since(start); d > spinFor {
 				break
+			} else {
+				yield = d > pollFor
 			}
 		}
-		if i >= 4 {
+		if yield {
 			runtime.Gosched()
 		}
 	}
