@@ -503,3 +503,36 @@ func TestCollectiveDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// TestInitBadEnv checks that Init refuses malformed HCOMM_ variables with
+// an invalid-argument error naming the variable.
+func TestInitBadEnv(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"HCOMM_TRANSPORT", "carrier-pigeon"},
+		{"HCOMM_NSOCKS", "0"},
+		{"HCOMM_NSOCKS", "many"},
+		{"HCOMM_SHM_CMA", "big"},
+		{"HCOMM_SHM_YIELD", "sometimes"},
+		{"HCOMM_CONNECT_TIMEOUT", "later"},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			c, err := Init(context.Background(), nil)
+			if err == nil {
+				c.Close()
+				t.Fatal("Init accepted it")
+			}
+			if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.name) {
+				t.Errorf("Init = %v, want ErrInvalidArgument naming %s", err, tc.name)
+			}
+		})
+	}
+	for _, v := range []string{"auto", "1", "0", "on", "off"} {
+		t.Setenv("HCOMM_SHM_YIELD", v)
+		c, err := Init(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("HCOMM_SHM_YIELD=%s: %v", v, err)
+		}
+		c.Close()
+	}
+}

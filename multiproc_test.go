@@ -209,6 +209,26 @@ func TestMultiProcess(t *testing.T) {
 	}
 }
 
+// TestMultiProcessYield runs the matrix over shared memory with waits that
+// poll with sched_yield (forced on at 2 ranks) and without (forced off at
+// 4 ranks, which on a machine with fewer CPUs would otherwise yield).
+func TestMultiProcessYield(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, tc := range []struct {
+		n     int
+		yield string
+	}{{2, "1"}, {4, "0"}} {
+		t.Run(fmt.Sprintf("n=%d/yield=%s", tc.n, tc.yield), func(t *testing.T) {
+			out, err := spawnJob(t, tc.n, "matrix", "HCOMM_TRANSPORT=shm", "HCOMM_BUFFSIZE=4096", "HCOMM_SHM_YIELD="+tc.yield)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
 // TestMultiProcessChecksum runs the matrix over TCP with CRC32C on every
 // frame and results compared across ranks.
 func TestMultiProcessChecksum(t *testing.T) {

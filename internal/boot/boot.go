@@ -49,7 +49,10 @@ type Options struct {
 	// CMAThreshold is the message size from which shared memory uses a
 	// single-copy process_vm_readv; <= 0 disables it.
 	CMAThreshold int
-	Logger       *slog.Logger
+
+	// ShmYield is shm.Config.Yield.
+	ShmYield int
+	Logger   *slog.Logger
 }
 
 // Card is what a rank publishes about itself.
@@ -132,7 +135,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		// hosts sharing one store never read each other's segment.
 		t, err := shm.New(ctx, shm.Config{Rank: o.Rank, Size: o.Size, Local: local,
 			KV: store.WithPrefix(kv, "shm/"+strconv.Itoa(local[0])), SlotBytes: slotBytes(o.ChunkBytes),
-			CMAThreshold: cma(o.CMAThreshold), Logger: o.Logger})
+			CMAThreshold: cma(o.CMAThreshold), Yield: o.ShmYield, Logger: o.Logger})
 		if err != nil {
 			return fail(fmt.Errorf("shared memory with ranks %v: %w", local, err))
 		}

@@ -47,6 +47,12 @@ type Config struct {
 	// reads.
 	CMAThreshold int
 
+	// Yield makes waits give the CPU away with sched_yield while polling,
+	// and poll for longer before sleeping, as when the local ranks
+	// outnumber the CPUs: 0 decides by that count, a positive value always
+	// yields, a negative value never does.
+	Yield int
+
 	// Logger receives setup events and peer protocol violations; nil
 	// discards them.
 	Logger *slog.Logger

@@ -105,7 +105,8 @@ func TestLocalScenarios(t *testing.T) {
 		size          int
 	}{
 		{"sizes", "default", 2}, {"sizes", "fallback", 2}, {"sizes", "odd", 2},
-		{"allpairs", "default", 3}, {"allpairs", "small", 4},
+		{"allpairs", "default", 3}, {"allpairs", "small", 4}, {"allpairs", "yield", 4},
+		{"sizes", "yield", 2}, {"deadline", "yield", 2},
 		{"mismatch", "default", 2}, {"mismatch", "nocma", 2},
 		{"deadline", "default", 2},
 	} {

@@ -24,6 +24,7 @@ var _ transport.Transport = (*Transport)(nil)
 const (
 	pollFor       = 2 * time.Microsecond   // polling without yielding
 	spinFor       = 10 * time.Microsecond  // polling (with yields after pollFor) before sleeping
+	yieldFor      = 1 * time.Millisecond   // polling with sched_yield before sleeping, when oversubscribed
 	sleepTick     = 20 * time.Millisecond  // longest futex sleep between checks
 	livenessAfter = 100 * time.Millisecond // blocked time before checking the peer process
 )
@@ -60,9 +61,10 @@ type Transport struct {
 	seg        *segment
 	log        *slog.Logger
 
-	cmaThreshold  int // 0: disabled
-	forceFallback bool
-	cmaWarned     atomic.Bool
+	cmaThreshold   int  // 0: disabled
+	oversubscribed bool // more local ranks than CPUs: waits yield the CPU
+	forceFallback  bool
+	cmaWarned      atomic.Bool
 
 	// mu is held shared by every call that touches the segment and
 	// exclusively by Close while it unmaps it.
@@ -146,6 +148,7 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if n == 1 {
 		return t, nil
 	}
+	t.oversubscribed = cfg.Yield > 0 || (cfg.Yield == 0 && n > runtime.NumCPU())
 	// Let peers read this process's memory where Yama restricts it. The
 	// call fails harmlessly without Yama.
 	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
@@ -663,8 +666,15 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, word, flag *ui
 	// Poll: first without yielding (a message usually arrives within a
 	// microsecond or two, and yielding costs a trip through the scheduler
 	// before the next look), then yielding to other goroutines, then sleep.
+	// With more local ranks than CPUs the peer may be waiting for this
+	// very CPU: yield it to other processes at once and for longer
+	// (Open MPI's yield-when-idle), since a futex sleep and wake-up costs
+	// tens of microseconds.
 	var start time.Time
-	yield := false
+	yield, limit := t.oversubscribed, spinFor
+	if yield {
+		limit = yieldFor
+	}
 	for i := 0; ; i++ {
 		if atomic.LoadUint32(word) != old {
 			return nil
@@ -672,13 +682,17 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, word, flag *ui
 		if i%32 == 31 {
 			if start.IsZero() {
 				start = time.Now()
-			} else if d := time.Since(start); d > spinFor {
+			} else if d := time.Since(start); d > limit {
 				break
 			} else {
-				yield = d > pollFor
+				yield = yield || d > pollFor
 			}
 		}
-		if yield {
+		switch {
+		case !yield:
+		case t.oversubscribed:
+			schedYield()
+		default:
 			runtime.Gosched()
 		}
 	}
@@ -711,6 +725,9 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, word, flag *ui
 		}
 	}
 }
+
+// schedYield gives the CPU to another runnable thread, if any.
+func schedYield() { unix.RawSyscallNoError(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // stopReason returns why a waiter must stop, or nil.
 func (t *Transport) stopReason(ctx context.Context, pe *peer, r *ring) error {
