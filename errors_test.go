@@ -513,6 +513,8 @@ func TestInitBadEnv(t *testing.T) {
 		{"HCOMM_NSOCKS", "many"},
 		{"HCOMM_SHM_CMA", "big"},
 		{"HCOMM_SHM_YIELD", "sometimes"},
+		{"HCOMM_TCP_POLL", "fast"},
+		{"HCOMM_TCP_POLL", "-5us"},
 		{"HCOMM_CONNECT_TIMEOUT", "later"},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
@@ -527,11 +529,12 @@ func TestInitBadEnv(t *testing.T) {
 			}
 		})
 	}
-	for _, v := range []string{"auto", "1", "0", "on", "off"} {
-		t.Setenv("HCOMM_SHM_YIELD", v)
+	for _, kv := range [][2]string{{"HCOMM_SHM_YIELD", "auto"}, {"HCOMM_SHM_YIELD", "1"}, {"HCOMM_SHM_YIELD", "0"},
+		{"HCOMM_SHM_YIELD", "off"}, {"HCOMM_TCP_POLL", "0"}, {"HCOMM_TCP_POLL", "20us"}} {
+		t.Setenv(kv[0], kv[1])
 		c, err := Init(context.Background(), nil)
 		if err != nil {
-			t.Fatalf("HCOMM_SHM_YIELD=%s: %v", v, err)
+			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
 		}
 		c.Close()
 	}

@@ -34,6 +34,7 @@ type job struct {
 	nsocks      int
 	cma         int
 	shmYield    int
+	tcpPoll     time.Duration // 0: default, < 0: off
 	checksum    bool
 	hostID      string
 	listen, adv string
@@ -131,7 +132,7 @@ func (b *storeBoot) connect(ctx context.Context, id string, rank, size int) (tra
 	res, err := boot.Connect(ctx, boot.Options{Rank: rank, Size: size, Store: b.st, CommID: id,
 		Token: sha256.Sum256([]byte(b.j.token)), Transport: b.j.transport, Host: b.j.hostID,
 		ListenHost: b.j.listen, AdvertiseHost: b.j.adv, NSocks: b.j.nsocks,
-		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, ShmYield: b.j.shmYield, Checksum: b.j.checksum, Logger: b.set.log})
+		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, ShmYield: b.j.shmYield, TCPPoll: b.j.tcpPoll, Checksum: b.j.checksum, Logger: b.set.log})
 	if err != nil {
 		return nil, false, err
 	}
@@ -240,6 +241,16 @@ func readJob(cfg *Config) (job, error) {
 			return j, invalid("HCOMM_CONNECT_TIMEOUT=%q: want a duration such as 30s", v)
 		}
 		j.connect = d
+	}
+	if v := os.Getenv("HCOMM_TCP_POLL"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil || d < 0 {
+			return j, invalid("HCOMM_TCP_POLL=%q: want a duration such as 50us, or 0 for none", v)
+		}
+		j.tcpPoll = d
+		if d == 0 {
+			j.tcpPoll = -1
+		}
 	}
 	j.transport = strings.ToLower(os.Getenv("HCOMM_TRANSPORT"))
 	switch j.transport {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +53,9 @@ type Options struct {
 
 	// ShmYield is shm.Config.Yield.
 	ShmYield int
-	Logger   *slog.Logger
+	// TCPPoll is tcp.Config.PollFor.
+	TCPPoll time.Duration
+	Logger  *slog.Logger
 }
 
 // Card is what a rank publishes about itself.
@@ -107,6 +110,12 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	}
 	var local []int
 	remote := false
+	sameHost := 0 // ranks on this host, whatever the transport between them
+	for _, c := range cards {
+		if c.Host == o.Host {
+			sameHost++
+		}
+	}
 	addrs := make([]string, o.Size)
 	for r, c := range cards {
 		switch {
@@ -148,7 +157,8 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		h := sha256.Sum256([]byte(o.CommID))
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
-			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger})
+			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger,
+			PollFor: o.TCPPoll, Yield: sameHost > runtime.NumCPU()})
 		if err != nil {
 			return fail(err)
 		}

@@ -6,8 +6,13 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -55,6 +60,16 @@ type conn struct {
 	rmu      sync.Mutex
 	rhdr     [wire.FrameHeaderSize]byte
 	draining bool // the rank aborted; drain owns the reading side
+
+	// Polled reads (see readPolled); raw is nil when they are off.
+	raw     syscall.RawConn
+	pollFor time.Duration
+	yield   bool
+	sending *atomic.Int32 // no polling while the transport sends elsewhere
+	rbuf    []byte        // readPolled's destination, for pollFn
+	rn      int           // bytes of rbuf filled
+	rerr    error         // end of stream or read error seen by pollFn
+	pollFn  func(fd uintptr) bool
 }
 
 func newConn(nc net.Conn, idx int, crc bool) *conn {
@@ -141,14 +156,98 @@ func (c *conn) drain() {
 	}
 }
 
+// setPoll turns polled reads on for d (if positive and the connection
+// exposes its descriptor).
+func (c *conn) setPoll(d time.Duration, yield bool, sending *atomic.Int32) {
+	sc, ok := c.nc.(syscall.Conn)
+	if d <= 0 || !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	c.raw, c.pollFor, c.yield, c.sending = raw, d, yield, sending
+	c.pollFn = c.poll
+}
+
+// readPolled fills b like io.ReadFull, but waits for the data by polling
+// the socket with non-blocking reads for up to pollFor before it blocks in
+// the network poller. The caller holds rmu. Deadlines apply as to Read
+// (polling is bounded, so an interrupting deadline is seen within pollFor).
+func (c *conn) readPolled(b []byte) (int, error) {
+	if c.raw == nil || len(b) == 0 || c.sending.Load() > 0 {
+		return io.ReadFull(c.nc, b)
+	}
+	c.rbuf, c.rn, c.rerr = b, 0, nil
+	err := c.raw.Read(c.pollFn)
+	n := c.rn
+	if c.rerr != nil {
+		err = c.rerr
+	}
+	c.rbuf, c.rerr = nil, nil
+	if err != nil {
+		return n, &net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err}
+	}
+	return n, nil
+}
+
+// poll is readPolled's callback: it reads until rbuf is full (true), the
+// stream ends or fails (true, with rerr), or pollFor passes without data
+// (false: wait in the poller, which calls it again once data is there).
+func (c *conn) poll(fd uintptr) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		m, err := unix.Read(int(fd), c.rbuf[c.rn:])
+		switch {
+		case m > 0:
+			c.rn += m
+			if c.rn == len(c.rbuf) {
+				return true
+			}
+			start, i = time.Time{}, 0 // progress: poll afresh
+			continue
+		case err == nil: // end of stream
+			c.rerr = io.EOF
+			if c.rn > 0 {
+				c.rerr = io.ErrUnexpectedEOF
+			}
+			return true
+		case err == unix.EINTR:
+			continue
+		case err != unix.EAGAIN:
+			c.rerr = os.NewSyscallError("read", err)
+			return true
+		}
+		if c.sending.Load() > 0 {
+			return false
+		}
+		if i%8 == 7 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > c.pollFor {
+				return false
+			}
+		}
+		if c.yield {
+			unix.RawSyscallNoError(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	}
+}
+
 // readHeader reads and decodes the next frame header; the caller holds rmu.
 // n counts the header bytes read, so the caller can tell a clean
 // interruption (none) from a broken stream.
-func (c *conn) readHeader(peer int) (h wire.FrameHeader, n int, err error) {
+// poll asks for a polled read (readPolled) of the header.
+func (c *conn) readHeader(peer int, poll bool) (h wire.FrameHeader, n int, err error) {
 	if c.draining {
 		return h, 0, net.ErrClosed
 	}
-	n, err = io.ReadFull(c.nc, c.rhdr[:])
+	if poll {
+		n, err = c.readPolled(c.rhdr[:])
+	} else {
+		n, err = io.ReadFull(c.nc, c.rhdr[:])
+	}
 	if err != nil {
 		return h, n, err
 	}
@@ -178,7 +277,7 @@ func (c *conn) abortError(peer int, h *wire.FrameHeader) error {
 func (c *conn) readStripe(peer int, fp *wire.Fingerprint, total uint64, buf []byte) (int64, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	h, n, err := c.readHeader(peer)
+	h, n, err := c.readHeader(peer, false)
 	if err != nil {
 		return int64(n), err
 	}

@@ -305,6 +305,7 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 		return false
 	}
 	c := newConn(nc, i, t.crc)
+	c.setPoll(t.pollFor, t.yield, &t.sending)
 	pr.conns[i] = c
 	pr.have++
 	if t.state.Load() == stateAborted {

@@ -73,6 +73,13 @@ const (
 	// DefaultConnectTimeout bounds a dialing sequence when
 	// Config.ConnectTimeout is zero.
 	DefaultConnectTimeout = 30 * time.Second
+	// DefaultPollFor is how long a receive polls its socket for the next
+	// frame before it leaves the wait to the network poller, when
+	// Config.PollFor is zero. A poller wake-up costs tens of microseconds
+	// on virtual machines (a thread blocked in epoll_wait must be woken and
+	// scheduled), where a message between busy ranks arrives within a few;
+	// 50 µs is also Linux's suggested net.core.busy_read.
+	DefaultPollFor = 50 * time.Microsecond
 	// MaxSockets is the largest Config.NSocks accepted.
 	MaxSockets = 64
 
@@ -86,7 +93,10 @@ const (
 	abortWriteTimeout = 200 * time.Millisecond
 )
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Eager     = (*Transport)(nil)
+)
 
 // Config configures a Transport.
 type Config struct {
@@ -113,6 +123,13 @@ type Config struct {
 	// the receiver's setting; a frame that fails is reported as corruption
 	// and the pair's connections are closed.
 	Checksum bool
+	// PollFor is how long a receive polls the socket for the next frame
+	// with non-blocking reads before blocking in the network poller: 0
+	// means DefaultPollFor, a negative value never polls. Yield gives the
+	// CPU away (sched_yield) between polls, for hosts with more ranks than
+	// CPUs.
+	PollFor time.Duration
+	Yield   bool
 	// ConnectTimeout bounds each dialing sequence, and Connect's wait for
 	// lower ranks to dial; 0 means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
@@ -146,6 +163,9 @@ const (
 type Transport struct {
 	rank, size     int
 	crc            bool
+	pollFor        time.Duration // <= 0: no polling
+	yield          bool
+	sending        atomic.Int32 // Sends in progress on other goroutines than TrySend's
 	token          [32]byte
 	commID         uint64
 	nsocks         int
@@ -210,6 +230,8 @@ func New(cfg Config) (*Transport, error) {
 		commID:         cfg.CommID,
 		nsocks:         max(cfg.NSocks, 1),
 		crc:            cfg.Checksum,
+		pollFor:        cfg.PollFor,
+		yield:          cfg.Yield,
 		connectTimeout: cfg.ConnectTimeout,
 		addrs:          append([]string(nil), cfg.Addrs...),
 		ln:             cfg.Listener,
@@ -219,6 +241,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if t.connectTimeout == 0 {
 		t.connectTimeout = DefaultConnectTimeout
+	}
+	if t.pollFor == 0 {
+		t.pollFor = DefaultPollFor
 	}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -281,6 +306,14 @@ func (t *Transport) Connect(ctx context.Context, peers []int) error {
 // Send sends p to peer as one message under fingerprint fp. It returns once
 // p is handed to the kernel, so p may be reused.
 func (t *Transport) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	// While a send runs beside it, a receive does not poll: the two would
+	// compete for the CPU the sender and the peer need.
+	t.sending.Add(1)
+	defer t.sending.Add(-1)
+	return t.send(ctx, peer, fp, p)
+}
+
+func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
 	pr, err := t.connected(ctx, peer)
 	if err != nil {
 		return err
@@ -330,6 +363,21 @@ func (t *Transport) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	return nil
 }
 
+// eagerMax is the largest message TrySend writes on the caller's
+// goroutine. Far below any socket buffer, and a schedule leaves at most a
+// message or two unread per direction, so the write completes at once.
+const eagerMax = 16 << 10
+
+// TrySend sends messages of up to 16 KiB at once, as Send does, so that
+// the caller need not hand them to another goroutine (transport.Eager);
+// for larger ones it reports false without sending.
+func (t *Transport) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error) {
+	if len(p) > eagerMax {
+		return false, nil
+	}
+	return true, t.send(ctx, peer, fp, p)
+}
+
 // Recv receives the next message from peer into p. The message must carry
 // fingerprint *fp and be len(p) bytes long; otherwise Recv returns an
 // *errs.MismatchError (see the package documentation for what becomes of
@@ -347,7 +395,10 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	c0.rmu.Lock()
 	defer c0.rmu.Unlock()
 
-	h, n, err := c0.readHeader(peer)
+	// Small messages are latency-bound: poll for them. A large one is
+	// worth the poller's wake-up, and polling would take the CPU from
+	// the copies that move it.
+	h, n, err := c0.readHeader(peer, len(p) <= eagerMax)
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
 	}

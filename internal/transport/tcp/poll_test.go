@@ -1,0 +1,145 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection; the reading
+// end is wrapped as a conn with polled reads of up to pollFor.
+func tcpPair(t *testing.T, pollFor time.Duration, sending *atomic.Int32) (*conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	w, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newConn(r, 0, false)
+	c.setPoll(pollFor, false, sending)
+	if c.raw == nil {
+		t.Fatal("polled reads not enabled on a TCP connection")
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return c, w
+}
+
+// TestReadPolled feeds a polled read in pieces separated by gaps shorter
+// and longer than the polling time, and checks it gets every byte, ends of
+// stream and deadlines like io.ReadFull on the connection would.
+func TestReadPolled(t *testing.T) {
+	var sending atomic.Int32
+	for _, tc := range []struct {
+		name    string
+		gap     time.Duration // between pieces
+		sending int32
+	}{
+		{"no gap", 0, 0},
+		{"gaps within the poll", 5 * time.Microsecond, 0},
+		{"gaps beyond the poll", 3 * time.Millisecond, 0},
+		{"a send elsewhere", time.Millisecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sending.Store(tc.sending)
+			defer sending.Store(0)
+			c, w := tcpPair(t, 200*time.Microsecond, &sending)
+			want := make([]byte, 100000)
+			fill(want, 1, 2)
+			go func() {
+				for off := 0; off < len(want); off += 7919 {
+					w.Write(want[off:min(off+7919, len(want))])
+					if tc.gap > 0 {
+						time.Sleep(tc.gap)
+					}
+				}
+			}()
+			got := make([]byte, len(want))
+			n, err := c.readPolled(got)
+			if err != nil || n != len(want) {
+				t.Fatalf("readPolled = %d, %v; want %d, nil", n, err, len(want))
+			}
+			if err := check(got, 1, 2); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	t.Run("end of stream", func(t *testing.T) {
+		c, w := tcpPair(t, time.Millisecond, &sending)
+		w.Write([]byte("abc"))
+		w.Close()
+		b := make([]byte, 10)
+		n, err := c.readPolled(b)
+		if n != 3 || !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("cut short: %d, %v; want 3, ErrUnexpectedEOF", n, err)
+		}
+		c2, w2 := tcpPair(t, time.Millisecond, &sending)
+		w2.Close()
+		if n, err := c2.readPolled(b); n != 0 || !errors.Is(err, io.EOF) {
+			t.Errorf("closed: %d, %v; want 0, EOF", n, err)
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		c, _ := tcpPair(t, 100*time.Microsecond, &sending)
+		start := time.Now()
+		c.nc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := c.readPolled(make([]byte, 8))
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("readPolled = %v, want a deadline error", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the deadline took %v to interrupt the read", d)
+		}
+	})
+}
+
+// TestTrySend checks that small messages go at once and large ones are
+// left to Send.
+func TestTrySend(t *testing.T) {
+	w := newWorld(t, 2, 1)
+	a, b := w.transport(0), w.transport(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, size := range []int{0, 8, eagerMax} {
+		fp := fpFor(size, size)
+		p := make([]byte, size)
+		fill(p, 0, size)
+		ok, err := a.TrySend(ctx, 1, &fp, p)
+		if !ok || err != nil {
+			t.Fatalf("TrySend(%d bytes) = %v, %v; want true, nil", size, ok, err)
+		}
+		got := make([]byte, size)
+		if err := b.Recv(ctx, 0, &fp, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := check(got, 0, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fp := fpFor(1, eagerMax+1)
+	if ok, err := a.TrySend(ctx, 1, &fp, make([]byte, eagerMax+1)); ok || err != nil {
+		t.Fatalf("TrySend(%d bytes) = %v, %v; want false, nil", eagerMax+1, ok, err)
+	}
+	// Nothing was sent: the next message is the one b receives.
+	fp = fpFor(2, 3)
+	if err := a.Send(ctx, 1, &fp, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Recv(ctx, 0, &fp, make([]byte, 3)); err != nil {
+		t.Fatalf("after a refused TrySend: %v", err)
+	}
+}
