@@ -24,7 +24,7 @@ var _ transport.Transport = (*Transport)(nil)
 const (
 	pollFor       = 2 * time.Microsecond   // polling without yielding
 	spinFor       = 10 * time.Microsecond  // polling (with yields after pollFor) before sleeping
-	yieldFor      = 1 * time.Millisecond   // polling with sched_yield before sleeping, when oversubscribed
+	yieldFor      = 50 * time.Microsecond  // polling with sched_yield before sleeping, when oversubscribed
 	sleepTick     = 20 * time.Millisecond  // longest futex sleep between checks
 	livenessAfter = 100 * time.Millisecond // blocked time before checking the peer process
 )
