@@ -11,8 +11,17 @@ import (
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
-// hdrSize is the size of the header at the start of a message's first slot.
-const hdrSize = 64
+// Each ring position has an entry of entrySize bytes beside its slot: a
+// 64-byte line with the position's stamp and, at a message's first
+// position, the message header; and a second line that carries the
+// payload of messages of up to inlineMax bytes, which then use no slot.
+// The consumer polls the stamp, so a small message costs it the one
+// 128-byte pair of lines that adjacent-line prefetch fetches together.
+const (
+	hdrSize   = 64
+	entrySize = 128
+	inlineMax = entrySize - hdrSize
+)
 
 // Message kinds.
 const (
@@ -20,10 +29,10 @@ const (
 	kindCMA    uint32 = 2 // payload stays in the sender; addr tells where
 )
 
-// Header layout, little endian:
+// Entry layout, little endian:
 //
-//	 0  uint32 kind
-//	 4  uint32 flags (reserved, zero)
+//	 0  uint32 stamp: the ring position + 1, written last (atomically)
+//	 4  uint32 kind (0 at a position that continues a message)
 //	 8  uint64 payload length
 //	16  uint64 fingerprint Seq
 //	24  uint8  Coll, uint8 DType, uint8 Op, uint8 reserved
@@ -31,6 +40,7 @@ const (
 //	32  int64  Count
 //	40  uint64 sender address of the payload (kindCMA)
 //	48  16 bytes reserved
+//	64  payload of up to inlineMax bytes (kindInline)
 type msgHeader struct {
 	kind   uint32
 	length uint64
@@ -40,12 +50,12 @@ type msgHeader struct {
 
 var errShortHeader = errors.New("message header shorter than 64 bytes")
 
-// encode writes h into b, which must hold hdrSize bytes.
+// encode writes h into the entry b (hdrSize bytes at least), all but the
+// stamp.
 func (h *msgHeader) encode(b []byte) {
 	b = b[:hdrSize]
 	le := binary.LittleEndian
-	le.PutUint32(b[0:], h.kind)
-	le.PutUint32(b[4:], 0)
+	le.PutUint32(b[4:], h.kind)
 	le.PutUint64(b[8:], h.length)
 	le.PutUint64(b[16:], h.fp.Seq)
 	b[24] = byte(h.fp.Coll)
@@ -67,7 +77,7 @@ func decodeHeader(b []byte) (msgHeader, error) {
 	}
 	le := binary.LittleEndian
 	h := msgHeader{
-		kind:   le.Uint32(b[0:]),
+		kind:   le.Uint32(b[4:]),
 		length: le.Uint64(b[8:]),
 		fp: wire.Fingerprint{
 			Seq:   le.Uint64(b[16:]),

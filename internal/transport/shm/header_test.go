@@ -35,8 +35,8 @@ func TestHeaderInvalid(t *testing.T) {
 	}{
 		{"short", func(b []byte) []byte { return b[:hdrSize-1] }},
 		{"empty", func(b []byte) []byte { return nil }},
-		{"kind zero", func(b []byte) []byte { b[0] = 0; return b }},
-		{"kind unknown", func(b []byte) []byte { b[0] = 3; return b }},
+		{"kind zero", func(b []byte) []byte { b[4] = 0; return b }},
+		{"kind unknown", func(b []byte) []byte { b[4] = 3; return b }},
 		{"length 2^63", func(b []byte) []byte { b[15] = 0x80; return b }},
 	} {
 		b := tc.edit(append([]byte(nil), good...))

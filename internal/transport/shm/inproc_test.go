@@ -217,9 +217,15 @@ func TestNoAllocs(t *testing.T) {
 
 // hostileWrite puts a message header into the ring from rank 1 to rank 0
 // behind rank 1's back, then advances head by advance.
+// hostileWrite writes hdr as the entry at the producer's position and
+// moves head by advance; it stamps the entry only when advance is 1, so
+// that a head moved further is seen (by a consumer that finds no stamp).
 func hostileWrite(tr *Transport, hdr []byte, advance uint32) {
 	r := &tr.peers[0].out
-	copy(r.slot(r.pos), hdr)
+	copy(r.entry(r.pos), hdr)
+	if advance == 1 {
+		atomic.StoreUint32(r.stamp(r.pos), r.pos+1)
+	}
 	r.pos += advance
 	atomic.StoreUint32(r.head, r.pos)
 	futexWakeAll(r.head)
@@ -268,6 +274,21 @@ func TestHostilePeer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnstampedPosition moves head past a position whose entry was never
+// stamped: the consumer must call it a protocol violation, not read it.
+func TestUnstampedPosition(t *testing.T) {
+	trs := newLocalGroup(t, 2, "small")
+	r := &trs[1].peers[0].out
+	copy(r.entry(r.pos), rawHeader(kindInline, 10, 1, 0))
+	r.pos++
+	atomic.StoreUint32(r.head, r.pos)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	fp := fpFor(1, 10)
+	err := trs[0].Recv(ctx, 1, &fp, make([]byte, 10))
+	peerErr(t, "Recv of an unstamped position", err, 1, errs.ErrPeerLost)
 }
 
 // TestHostileConsumer moves the tail of a ring backwards: the sender

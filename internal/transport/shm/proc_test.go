@@ -234,7 +234,7 @@ func runScenario(t *testing.T, size int, name, variant string) {
 // below it.
 const slack = 900 * time.Millisecond
 
-var testSizes = []int{0, 1, 7, 63, 64, 65, 4031, 4032, 4033, 4096, 5000, 15170, 65539,
+var testSizes = []int{0, 1, 7, 63, 64, 65, 4031, 4032, 4033, 4095, 4096, 4097, 5000, 5056, 5057, 15170, 65539,
 	128 << 10, 128<<10 + 1, 256 << 10, 256<<10 + 1, 1<<20 + 17, 4<<20 + 3}
 
 // scenarioSizes: rank 0 sends every size to rank 1, which checks it and

@@ -20,7 +20,7 @@ import (
 // of the named block.
 const (
 	segMagic   = 0x4d48_535f_4d4d_4f43 // "COMM_SHM" read as little endian
-	segVersion = 1
+	segVersion = 2
 
 	pageSize = 4096
 	lineSize = 128 // two cache lines, so adjacent-line prefetch shares nothing
@@ -88,8 +88,10 @@ func geometry(n, slotBytes, slots int) (ringStride, total int, err error) {
 	case slots < 2 || slots > maxSlots:
 		return 0, 0, fmt.Errorf("%d slots per ring out of range [2, %d]", slots, maxSlots)
 	}
+	// A ring: its control page, the position entries, the slots.
+	entries := roundUp(int64(entrySize)*int64(slots), pageSize)
 	data := roundUp(int64(slotBytes)*int64(slots), pageSize)
-	stride := pageSize + data
+	stride := pageSize + entries + data
 	size := int64(pageSize) + int64(n)*pageSize + int64(n)*int64(n-1)*stride
 	if size > maxSegment {
 		return 0, 0, fmt.Errorf("segment of %d bytes too large", size)

@@ -103,12 +103,13 @@ type ring struct {
 	head, consWait *uint32
 	tail, prodWait *uint32
 	cma, broken    *uint32
-	data           []byte
+	entries        []byte // entrySize bytes per position
+	data           []byte // slotBytes per position
 	slotBytes      int
 	slots          uint32
 
 	pos    uint32 // this end's counter: head for out, tail for in
-	seen   uint32 // the other end's counter as last read: tail for out, head for in
+	seen   uint32 // producer: the consumer's counter (tail) as last read
 	cmaOff bool   // sender: the peer cannot read us; stream everything
 	ts     unix.Timespec
 	pfd    [1]unix.PollFd
@@ -118,6 +119,17 @@ type ring struct {
 func (r *ring) slot(i uint32) []byte {
 	j := int(i%r.slots) * r.slotBytes
 	return r.data[j : j+r.slotBytes : j+r.slotBytes]
+}
+
+// entry returns the entry of position i.
+func (r *ring) entry(i uint32) []byte {
+	j := int(i%r.slots) * entrySize
+	return r.entries[j : j+entrySize : j+entrySize]
+}
+
+// stamp returns the stamp word of position i's entry.
+func (r *ring) stamp(i uint32) *uint32 {
+	return (*uint32)(unsafe.Pointer(&r.entries[int(i%r.slots)*entrySize]))
 }
 
 // New joins the local ranks of a communicator: the lowest local rank
@@ -244,9 +256,12 @@ func (cfg *Config) normalize() error {
 // ring returns the view of the ring from local rank i to local rank j.
 func (s *segment) ring(i, j int) ring {
 	off := s.ringOffset(i, j)
-	data := off + pageSize
+	ents := off + pageSize
+	ne := entrySize * s.slots
+	data := ents + int(roundUp(int64(ne), pageSize))
 	n := s.slotBytes * s.slots
 	return ring{
+		entries:   s.mem[ents : ents+ne : ents+ne],
 		head:      s.u32(off + rcHead),
 		consWait:  s.u32(off + rcConsWait),
 		tail:      s.u32(off + rcTail),
@@ -311,14 +326,33 @@ func (t *Transport) Send(ctx context.Context, rank int, fp *wire.Fingerprint, p 
 	if t.cmaThreshold > 0 && len(p) >= t.cmaThreshold && !r.cmaOff {
 		return t.sendCMA(ctx, pe, r, &h, p)
 	}
-	slot := r.slot(r.pos)
-	h.encode(slot)
-	first := copy(slot[hdrSize:], p)
+	first := r.putFirst(&h, p)
 	r.publish()
 	if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
 		return t.breakRing(r, err)
 	}
 	return nil
+}
+
+// putFirst writes the header of a kindInline message and the part of its
+// payload that goes with it at r.pos (all of it up to inlineMax bytes,
+// else up to a slot), and returns the length of that part.
+func (r *ring) putFirst(h *msgHeader, p []byte) int {
+	e := r.entry(r.pos)
+	h.encode(e)
+	if len(p) <= inlineMax {
+		return copy(e[hdrSize:], p)
+	}
+	return copy(r.slot(r.pos), p)
+}
+
+// firstLen is how much of a length-byte kindInline message its first
+// position carries.
+func (r *ring) firstLen(length uint64) uint64 {
+	if length <= inlineMax {
+		return length
+	}
+	return min(length, uint64(r.slotBytes))
 }
 
 // TrySend sends p at once if it fits, with its header, in one slot and a
@@ -342,13 +376,11 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 			return false, nil
 		}
 	}
-	slot := r.slot(r.pos)
-	if hdrSize+len(p) > len(slot) {
+	if len(p) > r.slotBytes {
 		return false, nil
 	}
 	h := msgHeader{kind: kindInline, length: uint64(len(p)), fp: *fp}
-	h.encode(slot)
-	copy(slot[hdrSize:], p)
+	r.putFirst(&h, p)
 	r.publish()
 	return true, nil
 }
@@ -360,6 +392,7 @@ func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte)
 			return err
 		}
 		n := copy(r.slot(r.pos), p)
+		(&msgHeader{}).encode(r.entry(r.pos)) // kind 0: a continuation
 		r.publish()
 		p = p[n:]
 	}
@@ -372,7 +405,7 @@ func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte)
 func (t *Transport) sendCMA(ctx context.Context, pe *peer, r *ring, h *msgHeader, p []byte) error {
 	h.kind = kindCMA
 	h.addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p))))
-	h.encode(r.slot(r.pos))
+	h.encode(r.entry(r.pos))
 	atomic.StoreUint32(r.cma, cmaPosted)
 	r.publish()
 	target := r.pos
@@ -388,7 +421,7 @@ func (t *Transport) sendCMA(ctx context.Context, pe *peer, r *ring, h *msgHeader
 			runtime.KeepAlive(p)
 			return t.protocolError(pe, r, fmt.Errorf("tail %d beyond head %d", tl, target))
 		}
-		err := t.await(ctx, pe, r, r.tail, r.prodWait, tl)
+		err := t.await(ctx, pe, r, r.tail, tl, r.tail, tl, r.prodWait)
 		if err == nil {
 			continue
 		}
@@ -458,17 +491,21 @@ func (t *Transport) recv(ctx context.Context, rank int, fp *wire.Fingerprint, n 
 	if err := t.awaitData(ctx, pe, r); err != nil {
 		return err
 	}
-	slot := r.slot(r.pos)
-	h, err := decodeHeader(slot)
+	e := r.entry(r.pos)
+	h, err := decodeHeader(e)
 	if err != nil {
 		return t.protocolError(pe, r, err)
 	}
 	match := h.fp == *fp && h.length == uint64(n)
 	switch h.kind {
 	case kindInline:
-		first := min(h.length, uint64(r.slotBytes-hdrSize))
+		first := r.firstLen(h.length)
 		if match {
-			d.put(0, slot[hdrSize:hdrSize+first])
+			if h.length <= inlineMax {
+				d.put(0, e[hdrSize:hdrSize+first])
+			} else {
+				d.put(0, r.slot(r.pos)[:first])
+			}
 		}
 		r.release()
 		if err := t.recvStream(ctx, pe, r, &d, first, h.length, match); err != nil {
@@ -595,6 +632,7 @@ func (t *Transport) protocolError(pe *peer, r *ring, err error) error {
 
 // publish makes the slot at r.pos visible to the consumer.
 func (r *ring) publish() {
+	atomic.StoreUint32(r.stamp(r.pos), r.pos+1)
 	r.pos++
 	atomic.StoreUint32(r.head, r.pos)
 	if atomic.LoadUint32(r.consWait) != 0 {
@@ -632,37 +670,53 @@ func (t *Transport) awaitSpace(ctx context.Context, pe *peer, r *ring) error {
 		if used > r.slots {
 			return t.protocolError(pe, r, fmt.Errorf("tail %d and head %d are %d slots apart", tl, r.pos, used))
 		}
-		if err := t.await(ctx, pe, r, r.tail, r.prodWait, tl); err != nil {
+		if err := t.await(ctx, pe, r, r.tail, tl, r.tail, tl, r.prodWait); err != nil {
 			return err
 		}
 	}
 }
 
 // awaitData waits until the consumer end r has a filled slot.
+//
+// The position's stamp tells: it is written, after the position's bytes,
+// before head, which only a consumer about to sleep reads (so that head's
+// line mostly stays with the producer).
 func (t *Transport) awaitData(ctx context.Context, pe *peer, r *ring) error {
-	if r.seen != r.pos {
-		return nil // filled slots seen earlier are still to be read
-	}
+	st := r.stamp(r.pos)
 	for {
+		s := atomic.LoadUint32(st)
+		if s == r.pos+1 {
+			return nil
+		}
 		hd := atomic.LoadUint32(r.head)
-		r.seen = hd
 		avail := hd - r.pos
+		if avail == ^uint32(0) {
+			// The last position read was stamped and its head not yet
+			// moved: the producer is between the two stores.
+			avail = 0
+		}
 		if avail > r.slots {
 			return t.protocolError(pe, r, fmt.Errorf("head %d and tail %d are %d slots apart", hd, r.pos, avail))
 		}
 		if avail > 0 {
-			return nil
+			if atomic.LoadUint32(st) == r.pos+1 {
+				return nil
+			}
+			return t.protocolError(pe, r, fmt.Errorf("head %d passed position %d, stamped %d", hd, r.pos, atomic.LoadUint32(st)))
 		}
-		if err := t.await(ctx, pe, r, r.head, r.consWait, hd); err != nil {
+		if err := t.await(ctx, pe, r, st, s, r.head, hd, r.consWait); err != nil {
 			return err
 		}
 	}
 }
 
-// await returns nil once *word differs from old, or the reason to stop
-// waiting: ctx, a local Close or Abort, a broken ring, or a peer that
-// aborted, left or died. flag is this end's waiter flag for word.
-func (t *Transport) await(ctx context.Context, pe *peer, r *ring, word, flag *uint32, old uint32) error {
+// await returns nil once *poll differs from pollOld (while polling) or
+// *word from old (while sleeping), or the reason to stop waiting: ctx, a
+// local Close or Abort, a broken ring, or a peer that aborted, left or
+// died. flag is this end's waiter flag for word. The two words change
+// together (poll first): the consumer polls a position's stamp, which
+// sits with the data it is about to read, and sleeps on head.
+func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, pollOld uint32, word *uint32, old uint32, flag *uint32) error {
 	// Poll: first without yielding (a message usually arrives within a
 	// microsecond or two, and yielding costs a trip through the scheduler
 	// before the next look), then yielding to other goroutines, then sleep.
@@ -676,7 +730,7 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, word, flag *ui
 		limit = yieldFor
 	}
 	for i := 0; ; i++ {
-		if atomic.LoadUint32(word) != old {
+		if atomic.LoadUint32(poll) != pollOld {
 			return nil
 		}
 		if i%32 == 31 {
