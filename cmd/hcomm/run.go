@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,13 @@ import (
 // program path containing a slash is made absolute: hosts are expected to
 // share the file system. Local ranks inherit the launcher's environment.
 // Ranks read standard input from /dev/null.
+//
+// CPUs. Unless GOMAXPROCS is set (in the environment or with -x), each
+// local rank gets GOMAXPROCS = the launcher's CPUs / local ranks (at least
+// 1), as torchrun sets OMP_NUM_THREADS and mpirun binds ranks to cores: the
+// ranks share the machine, and a Go process that assumes it has every CPU
+// keeps spare threads spinning for work, which takes the CPU from the
+// busy threads of the other ranks. Remote ranks are left alone.
 //
 // Output. The ranks' standard output and error go to the launcher's, a line
 // at a time, so that lines of different ranks never mix; with --tag-output
@@ -429,12 +437,32 @@ func (j *job) command(p placement) *exec.Cmd {
 	if p.local {
 		cmd := exec.Command(j.cfg.prog, j.cfg.args...)
 		env := append(os.Environ(), j.cfg.env...)
+		if envValue(env, "GOMAXPROCS") == "" {
+			env = append(env, "GOMAXPROCS="+strconv.Itoa(rankProcs(runtime.NumCPU(), p.localSize)))
+		}
 		cmd.Env = append(env, j.rankVars(p)...)
 		return cmd
 	}
 	env := append(slices.Clip(j.remoteEnv), j.rankVars(p)...)
 	argv := remoteArgv(j.cfg.rsh, p.host, env, j.remoteProg, j.cfg.args)
 	return exec.Command(argv[0], argv[1:]...)
+}
+
+// rankProcs is the GOMAXPROCS of each of ranks local ranks on cpus CPUs.
+func rankProcs(cpus, ranks int) int {
+	return max(1, cpus/max(1, ranks))
+}
+
+// envValue returns the value env gives the variable name (the last one, as
+// exec.Cmd keeps), or "".
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if n, val, _ := strings.Cut(kv, "="); n == name {
+			v = val
+		}
+	}
+	return v
 }
 
 // remoteArgv returns the command line that runs prog with args and the

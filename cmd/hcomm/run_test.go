@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -158,6 +159,38 @@ func TestRunEnvironment(t *testing.T) {
 	}
 	if n := strings.Count(stdout, "store-ok\n"); n != 4 {
 		t.Errorf("%d ranks met in the store, want 4", n)
+	}
+}
+
+// TestRunGOMAXPROCS checks that local ranks share the CPUs unless the
+// user sets GOMAXPROCS.
+func TestRunGOMAXPROCS(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		env   string // GOMAXPROCS in the launcher's environment
+		extra []string
+		want  int
+	}{
+		{"shared", 2, "", nil, rankProcs(runtime.NumCPU(), 2)},
+		{"oversubscribed", 3 * runtime.NumCPU(), "", nil, 1},
+		{"from the environment", 2, "5", nil, 5},
+		{"with -x", 2, "", []string{"-x", "GOMAXPROCS=3"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", tc.env)
+			code, stdout, stderr := launch(t, helperArgs(tc.ranks, tc.extra, "procs")...)
+			if code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+			}
+			want := fmt.Sprintf("gomaxprocs=%d\n", tc.want)
+			if n := strings.Count(stdout, want); n != tc.ranks {
+				t.Errorf("%d of %d ranks printed %q; output:\n%s", n, tc.ranks, want, stdout)
+			}
+		})
+	}
+	if got := rankProcs(64, 8); got != 8 {
+		t.Errorf("rankProcs(64, 8) = %d, want 8", got)
 	}
 }
 

@@ -4,6 +4,7 @@
 //
 //	env            print rank=R size=S local_rank=LR local_size=LS tokenlen=L store=URL hostname=H
 //	pid            print pid=P
+//	procs          print gomaxprocs=N (runtime.GOMAXPROCS)
 //	getenv=NAME    print NAME=VALUE
 //	grandchild     start a copy of itself that sleeps 60s; print grandchild=P
 //	sleep=D        sleep for duration D
@@ -24,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,6 +60,8 @@ func do(rank int, action string) error {
 			os.Getenv("HCOMM_HOSTNAME"))
 	case "pid":
 		fmt.Printf("pid=%d\n", os.Getpid())
+	case "procs":
+		fmt.Printf("gomaxprocs=%d\n", runtime.GOMAXPROCS(0))
 	case "getenv":
 		fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
 	case "grandchild":
