@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -685,6 +686,9 @@ func (r row) csvLine() string {
 // other ranks pass a nil sink. Ranks that find wrong elements print an
 // ERROR line on errOut.
 func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, sink func(row), errOut io.Writer) error {
+	if err := settle(ctx, c, settleFor); err != nil {
+		return fmt.Errorf("settling: %w", err)
+	}
 	wrongPoints := 0
 	for _, op := range pc.ops {
 	sizes:
@@ -723,6 +727,10 @@ func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, si
 func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer) (row, time.Duration, error) {
 	bo := benchOps[op]
 	b := bo.setup(c, size, inPlace, pc.dtype, pc.redop)
+	// Collect the garbage of setting up (this point's buffers, the last
+	// point's, Init's) now, so that no collection runs during the timed
+	// loop: the collectives themselves do not allocate.
+	runtime.GC()
 	// 1. One verified iteration.
 	b.fill()
 	if err := c.Barrier(ctx); err != nil {
@@ -780,6 +788,35 @@ func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size
 		Usec: usec[0] / float64(c.Size()), Wrong: wrong[0]}
 	r.AlgBW, r.BusBW = bandwidths(r.Bytes, r.Usec, bo.factor(c.Size()))
 	return r, time.Duration(est[0] * float64(time.Second)), nil
+}
+
+// settleFor is how long the ranks exchange barriers before the first
+// point. Freshly started processes run slower for some milliseconds, until
+// the kernel has spread the busy threads over the CPUs; without this the
+// first point (the 8-byte one, whose timed loop lasts only a few
+// milliseconds) measured that instead of the library.
+const settleFor = 50 * time.Millisecond
+
+// settle runs Barriers for about d, the same number on every rank.
+func settle(ctx context.Context, c *hcomm.Comm, d time.Duration) error {
+	start := time.Now()
+	for {
+		for range 256 {
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		done := []int32{0}
+		if time.Since(start) >= d {
+			done[0] = 1
+		}
+		if err := hcomm.AllReduce(ctx, c, done, done, hcomm.Max); err != nil {
+			return err
+		}
+		if done[0] != 0 {
+			return nil
+		}
+	}
 }
 
 // defaultWarmup is the number of warm-up iterations for a point of the
