@@ -512,7 +512,7 @@ func TestInitBadEnv(t *testing.T) {
 		{"HCOMM_NSOCKS", "0"},
 		{"HCOMM_NSOCKS", "many"},
 		{"HCOMM_SHM_CMA", "big"},
-		{"HCOMM_SHM_YIELD", "sometimes"},
+		{"HCOMM_YIELD", "sometimes"},
 		{"HCOMM_TCP_POLL", "fast"},
 		{"HCOMM_TCP_POLL", "-5us"},
 		{"HCOMM_CONNECT_TIMEOUT", "later"},
@@ -529,8 +529,8 @@ func TestInitBadEnv(t *testing.T) {
 			}
 		})
 	}
-	for _, kv := range [][2]string{{"HCOMM_SHM_YIELD", "auto"}, {"HCOMM_SHM_YIELD", "1"}, {"HCOMM_SHM_YIELD", "0"},
-		{"HCOMM_SHM_YIELD", "off"}, {"HCOMM_TCP_POLL", "0"}, {"HCOMM_TCP_POLL", "20us"}} {
+	for _, kv := range [][2]string{{"HCOMM_YIELD", "auto"}, {"HCOMM_YIELD", "1"}, {"HCOMM_YIELD", "0"},
+		{"HCOMM_YIELD", "off"}, {"HCOMM_TCP_POLL", "0"}, {"HCOMM_TCP_POLL", "20us"}} {
 		t.Setenv(kv[0], kv[1])
 		c, err := Init(context.Background(), nil)
 		if err != nil {

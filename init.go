@@ -33,7 +33,7 @@ type job struct {
 	transport   string
 	nsocks      int
 	cma         int
-	shmYield    int
+	yield       int
 	tcpPoll     time.Duration // 0: default, < 0: off
 	checksum    bool
 	hostID      string
@@ -132,7 +132,7 @@ func (b *storeBoot) connect(ctx context.Context, id string, rank, size int) (tra
 	res, err := boot.Connect(ctx, boot.Options{Rank: rank, Size: size, Store: b.st, CommID: id,
 		Token: sha256.Sum256([]byte(b.j.token)), Transport: b.j.transport, Host: b.j.hostID,
 		ListenHost: b.j.listen, AdvertiseHost: b.j.adv, NSocks: b.j.nsocks,
-		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, ShmYield: b.j.shmYield, TCPPoll: b.j.tcpPoll, Checksum: b.j.checksum, Logger: b.set.log})
+		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, Yield: b.j.yield, TCPPoll: b.j.tcpPoll, Checksum: b.j.checksum, Logger: b.set.log})
 	if err != nil {
 		return nil, false, err
 	}
@@ -276,14 +276,14 @@ func readJob(cfg *Config) (job, error) {
 	} else if set && n > 0 {
 		j.cma = max(n, 128<<10+1)
 	}
-	switch v := strings.ToLower(os.Getenv("HCOMM_SHM_YIELD")); v {
+	switch v := strings.ToLower(os.Getenv("HCOMM_YIELD")); v {
 	case "", "auto":
 	case "1", "true", "yes", "on":
-		j.shmYield = 1
+		j.yield = 1
 	case "0", "false", "no", "off":
-		j.shmYield = -1
+		j.yield = -1
 	default:
-		return j, invalid("HCOMM_SHM_YIELD=%q: want auto, 1 or 0", v)
+		return j, invalid("HCOMM_YIELD=%q: want auto, 1 or 0", v)
 	}
 	j.checksum = os.Getenv("HCOMM_CHECKSUM") == "1"
 	j.hostID = boot.HostID()

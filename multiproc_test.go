@@ -221,7 +221,7 @@ func TestMultiProcessYield(t *testing.T) {
 		yield string
 	}{{2, "1"}, {4, "0"}} {
 		t.Run(fmt.Sprintf("n=%d/yield=%s", tc.n, tc.yield), func(t *testing.T) {
-			out, err := spawnJob(t, tc.n, "matrix", "HCOMM_TRANSPORT=shm", "HCOMM_BUFFSIZE=4096", "HCOMM_SHM_YIELD="+tc.yield)
+			out, err := spawnJob(t, tc.n, "matrix", "HCOMM_TRANSPORT=shm", "HCOMM_BUFFSIZE=4096", "HCOMM_YIELD="+tc.yield)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

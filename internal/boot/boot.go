@@ -51,8 +51,10 @@ type Options struct {
 	// single-copy process_vm_readv; <= 0 disables it.
 	CMAThreshold int
 
-	// ShmYield is shm.Config.Yield.
-	ShmYield int
+	// Yield makes waits poll with sched_yield (shared memory) and between
+	// socket polls (TCP): 0 when the ranks on this machine outnumber its
+	// CPUs, a positive value always, a negative value never.
+	Yield int
 	// TCPPoll is tcp.Config.PollFor.
 	TCPPoll time.Duration
 	Logger  *slog.Logger
@@ -63,6 +65,17 @@ type Card struct {
 	Host string `json:"host"`
 	Addr string `json:"addr"` // host:port of its TCP listener
 	PID  int    `json:"pid"`
+	// Machine identifies the kernel (its boot id): ranks in different
+	// network namespaces of one machine share its CPUs.
+	Machine string `json:"machine,omitempty"`
+}
+
+// yieldSetting is shm.Config.Yield for a decision already taken.
+func yieldSetting(on bool) int {
+	if on {
+		return 1
+	}
+	return -1
 }
 
 // Result is a connected transport and what was learned on the way.
@@ -93,7 +106,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		}
 	}()
 	port := lis.Addr().(*net.TCPAddr).Port
-	me := Card{Host: o.Host, Addr: net.JoinHostPort(o.AdvertiseHost, strconv.Itoa(port)), PID: os.Getpid()}
+	me := Card{Host: o.Host, Addr: net.JoinHostPort(o.AdvertiseHost, strconv.Itoa(port)), PID: os.Getpid(), Machine: MachineID()}
 	b, _ := json.Marshal(me)
 	if err := kv.Set(ctx, "card/"+strconv.Itoa(o.Rank), b); err != nil {
 		return nil, fmt.Errorf("publish this rank's address: %w", err)
@@ -110,12 +123,15 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	}
 	var local []int
 	remote := false
-	sameHost := 0 // ranks on this host, whatever the transport between them
+	// Ranks that share this machine's CPUs: the same kernel (boot id),
+	// whatever their host identity (network namespaces) or transport.
+	sharing := 0
 	for _, c := range cards {
-		if c.Host == o.Host {
-			sameHost++
+		if c.Host == o.Host || (me.Machine != "" && c.Machine == me.Machine) {
+			sharing++
 		}
 	}
+	oversub := o.Yield > 0 || (o.Yield == 0 && sharing > runtime.NumCPU())
 	addrs := make([]string, o.Size)
 	for r, c := range cards {
 		switch {
@@ -144,7 +160,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		// hosts sharing one store never read each other's segment.
 		t, err := shm.New(ctx, shm.Config{Rank: o.Rank, Size: o.Size, Local: local,
 			KV: store.WithPrefix(kv, "shm/"+strconv.Itoa(local[0])), SlotBytes: slotBytes(o.ChunkBytes),
-			CMAThreshold: cma(o.CMAThreshold), Yield: o.ShmYield, Logger: o.Logger})
+			CMAThreshold: cma(o.CMAThreshold), Yield: yieldSetting(oversub), Logger: o.Logger})
 		if err != nil {
 			return fail(fmt.Errorf("shared memory with ranks %v: %w", local, err))
 		}
@@ -158,7 +174,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
 			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger,
-			PollFor: o.TCPPoll, Yield: sameHost > runtime.NumCPU()})
+			PollFor: o.TCPPoll, Yield: oversub})
 		if err != nil {
 			return fail(err)
 		}
@@ -223,6 +239,15 @@ func HostID() string {
 		h += "/" + strings.TrimSpace(string(b))
 	}
 	return h
+}
+
+// MachineID returns the kernel's boot id, or "" where there is none.
+func MachineID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // ListenAddress decides where to listen and what to advertise:
