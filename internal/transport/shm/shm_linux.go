@@ -742,12 +742,14 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 				yield = yield || d > pollFor
 			}
 		}
-		switch {
-		case !yield:
-		case t.oversubscribed:
-			schedYield()
-		default:
+		if yield {
+			// Let this process's other goroutines run (with GOMAXPROCS
+			// 1 they wait for this one), then, if oversubscribed,
+			// other processes.
 			runtime.Gosched()
+			if t.oversubscribed {
+				schedYield()
+			}
 		}
 	}
 	start = time.Time{}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -229,6 +230,10 @@ func (c *conn) poll(fd uintptr) bool {
 				return false
 			}
 		}
+		// Polling holds this goroutine's P: let the process's other
+		// goroutines run (with GOMAXPROCS 1 they would wait for the
+		// whole poll), and other processes if the CPUs are shared.
+		runtime.Gosched()
 		if c.yield {
 			unix.RawSyscallNoError(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
