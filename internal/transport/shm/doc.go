@@ -21,24 +21,33 @@
 // The segment starts with a header page (magic, version, geometry, creator
 // pid, attachment counter), followed by one page per local rank (pid, state
 // flags, abort reason) and one ring per ordered pair of local ranks. A ring
-// is a control page followed by Slots slots of SlotBytes bytes. The
+// is a control page, Slots entries of 128 bytes and Slots slots of
+// SlotBytes bytes; ring position i uses entry and slot i mod Slots. The
 // control page keeps the producer's counter (head) and the consumer's
 // counter (tail) on separate cache lines, each next to the flag the other
 // side sets before it sleeps on that counter; a third line holds the state
 // word of the single-copy handshake and a fourth the "broken" flag. Both
-// counters are free-running 32-bit values: head-tail slots are full.
+// counters are free-running 32-bit values: head-tail positions are full.
+// Each entry starts with a stamp, the position + 1, which the producer
+// writes after the position's bytes and before head: the consumer polls
+// the stamp of the position it reads next, in the cache lines it is about
+// to read anyway, and looks at head only before it sleeps. Each end caches
+// the other's counter and reads it again only when the ring looks full
+// (producer); so in steady state a small message moves one pair of cache
+// lines from one core to the other.
 //
 // Nothing in the segment is a Go pointer; the memory is not Go's, and the
 // only addresses stored in it are the integers of single-copy descriptors.
 //
 // # Messages
 //
-// A message starts with a 64-byte header in the first slot of its run:
+// A message starts with a header in the entry of its first position:
 // kind, payload length, the sender's fingerprint in a fixed little-endian
 // layout, and for single-copy messages the address of the sender's buffer.
-// An inline message carries its first bytes after the header and the rest
-// in whole following slots; the receiver copies every slot straight into
-// the caller's buffer and releases it, so sender and receiver overlap.
+// An inline message of up to 64 bytes travels in the entry's second cache
+// line; a longer one fills the position's slot and whole following
+// positions' slots; the receiver copies (or reduces) every slot straight
+// into the caller's buffer and releases it, so sender and receiver overlap.
 //
 // Messages of at least Config.CMAThreshold bytes (and above 128 KiB, so the
 // buffer cannot live on a goroutine stack that may move) are posted as a
@@ -57,10 +66,12 @@
 //
 // # Waiting
 //
-// A side that must wait first polls the counter for about 10 µs,
-// yielding the processor between polls (the host may run more ranks than it
-// has cores), then sets its waiter flag, re-checks the counter and sleeps
-// on it with FUTEX_WAIT for at most a few tens of milliseconds. The other
+// A side that must wait first polls (the stamp, or the tail) for 2 µs
+// without yielding, then until about 10 µs letting the process's other
+// goroutines run between polls; with Config.Yield (more local ranks than
+// CPUs) it yields the CPU with sched_yield between polls from the start,
+// for up to 50 µs. Then it sets its waiter flag, re-checks the counter and
+// sleeps on it with FUTEX_WAIT for at most a few tens of milliseconds. The other
 // side issues FUTEX_WAKE only when it sees the flag, so the fast path makes
 // no system call. Each wake-up or timeout re-checks the context, a local
 // Abort or Close, the ring's broken flag and the peer's state flags; after

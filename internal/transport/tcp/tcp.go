@@ -26,6 +26,14 @@
 // connection, moved at once; smaller ones travel on connection 0. Both ends
 // derive the cut from the message length.
 //
+// Messages of up to 16 KiB are latency-bound. TrySend (transport.Eager)
+// writes them on the caller's goroutine, and a Recv expecting one polls
+// the socket with non-blocking reads for up to Config.PollFor (50 µs)
+// before it leaves the wait to the Go netpoller, whose wake-ups cost tens
+// of microseconds on virtual machines; the polling lets the process's other
+// goroutines run between reads, yields the CPU (Config.Yield) when ranks
+// outnumber CPUs, and stops while a Send runs beside it.
+//
 // Recv reads the header before it touches the caller's buffer. A message
 // that does not match the receive (another fingerprint, or another length
 // that still fits the buffer) is read in full, keeping the stream in step,
