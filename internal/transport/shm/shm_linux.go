@@ -355,8 +355,9 @@ func (r *ring) firstLen(length uint64) uint64 {
 	return min(length, uint64(r.slotBytes))
 }
 
-// TrySend sends p at once if it fits, with its header, in one slot and a
-// slot is free; otherwise it sends nothing and reports false.
+// TrySend sends p at once if it fits in one ring position (a slot, or the
+// entry for up to 64 bytes) and a position is free; otherwise it sends
+// nothing and reports false.
 func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) (bool, error) {
 	pe, err := t.begin(rank, fp)
 	if err != nil {
@@ -630,7 +631,9 @@ func (t *Transport) protocolError(pe *peer, r *ring, err error) error {
 		Cause: fmt.Errorf("protocol violation: %w", err)})
 }
 
-// publish makes the slot at r.pos visible to the consumer.
+// publish makes the position at r.pos (entry and slot) visible to the
+// consumer: its stamp first, which the consumer polls, then head, which a
+// consumer reads before it sleeps.
 func (r *ring) publish() {
 	atomic.StoreUint32(r.stamp(r.pos), r.pos+1)
 	r.pos++
