@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/spin"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -751,7 +752,7 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 			// other processes.
 			runtime.Gosched()
 			if t.oversubscribed {
-				schedYield()
+				spin.YieldCPU()
 			}
 		}
 	}
@@ -784,9 +785,6 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		}
 	}
 }
-
-// schedYield gives the CPU to another runnable thread, if any.
-func schedYield() { unix.RawSyscallNoError(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // stopReason returns why a waiter must stop, or nil.
 func (t *Transport) stopReason(ctx context.Context, pe *peer, r *ring) error {
