@@ -800,13 +800,14 @@ const settleFor = 50 * time.Millisecond
 // settle runs Barriers for about d, the same number on every rank.
 func settle(ctx context.Context, c *hcomm.Comm, d time.Duration) error {
 	start := time.Now()
+	done := []int32{0}
 	for {
 		for range 256 {
 			if err := c.Barrier(ctx); err != nil {
 				return err
 			}
 		}
-		done := []int32{0}
+		done[0] = 0
 		if time.Since(start) >= d {
 			done[0] = 1
 		}
