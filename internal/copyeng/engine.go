@@ -178,16 +178,16 @@ type Stats struct {
 
 // Engine is a copy engine. Its methods are safe for concurrent use.
 type Engine struct {
-	q       *ring
-	bell    chan struct{}
-	quit    chan struct{}
-	wg      sync.WaitGroup
-	idle    atomic.Int32
-	claims  []atomic.Uint64 // per worker: lower bound of the position it may run
-	closed  atomic.Bool
-	k       uint64
-	delay   time.Duration
-	stats   struct{ doorbells, wakeups, completed, notifies atomic.Uint64 }
+	q        *ring
+	bell     chan struct{}
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	idle     atomic.Int32
+	claims   []atomic.Uint64 // per worker: lower bound of the position it may run
+	closed   atomic.Bool
+	k        uint64
+	delay    time.Duration
+	stats    struct{ doorbells, wakeups, completed, notifies atomic.Uint64 }
 	space    chan struct{} // a token when a full ring made room
 	waiting  atomic.Int32  // producers waiting for room
 	sleepers atomic.Int32  // callers in Wait
