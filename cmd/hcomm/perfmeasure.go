@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/hcomm-go/hcomm"
+)
+
+// Measuring one point the way the method (perf.go) describes.
+
+// Timing rules of the method (see above).
+const (
+	minTimedIters = 3
+	maxTimedIters = 20000
+)
+
+// row is one measured point.
+type row struct {
+	Impl    string  `json:"impl"`
+	Op      string  `json:"op"`
+	Ranks   int     `json:"ranks"`
+	Bytes   int64   `json:"bytes"`
+	Count   int64   `json:"count"`
+	Type    string  `json:"type"`
+	Redop   string  `json:"redop,omitempty"`
+	Root    int     `json:"root"`
+	Algo    string  `json:"algo,omitempty"`
+	InPlace bool    `json:"in_place"`
+	Iters   int64   `json:"iters"`
+	Usec    float64 `json:"usec"`
+	AlgBW   float64 `json:"algbw_GBps"`
+	BusBW   float64 `json:"busbw_GBps"`
+	Wrong   int64   `json:"wrong"`
+}
+
+// csvLine is r in the peer harness's format.
+func (r row) csvLine() string {
+	return fmt.Sprintf("%s,%s,%d,%d,%.3f,%.4f,%.4f", r.Impl, r.Op, r.Ranks, r.Bytes, r.Usec, r.AlgBW, r.BusBW)
+}
+
+// runPerf runs the sweep on this rank. Rank 0 passes each row to sink;
+// other ranks pass a nil sink. Ranks that find wrong elements print an
+// ERROR line on errOut.
+func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, sink func(row), errOut io.Writer) error {
+	if err := settle(ctx, c, settleFor); err != nil {
+		return fmt.Errorf("settling: %w", err)
+	}
+	wrongPoints := 0
+	for _, op := range pc.ops {
+	sizes:
+		for _, size := range pc.sizes(op) {
+			for _, inPlace := range pc.modes {
+				r, est, err := measure(ctx, c, pc, op, size, inPlace, errOut)
+				if err != nil {
+					return fmt.Errorf("%s %d B: %w", op, size, err)
+				}
+				r.Algo = algo
+				if r.Wrong != 0 {
+					wrongPoints++
+				}
+				if sink != nil {
+					sink(r)
+				}
+				if pc.maxOp > 0 && est > pc.maxOp && size < pc.maxB {
+					if c.Rank() == 0 {
+						fmt.Fprintf(errOut, "NOTE impl=%s op=%s ranks=%d: %.2f s per op at %d bytes > -S %v, larger sizes skipped\n",
+							pc.label, op, c.Size(), est.Seconds(), r.Bytes, pc.maxOp)
+					}
+					break sizes
+				}
+			}
+		}
+	}
+	if wrongPoints > 0 {
+		return wrongError{wrongPoints}
+	}
+	return nil
+}
+
+// measure runs one op at one size on this rank and returns the row, with
+// time and wrong counts aggregated over the ranks, and the estimated
+// duration of one call (maximum over ranks).
+func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer) (row, time.Duration, error) {
+	bo := benchOps[op]
+	b := bo.setup(c, size, inPlace, pc.dtype, pc.redop)
+	// Collect the garbage of setting up (this point's buffers, the last
+	// point's, Init's) now, so that no collection runs during the timed
+	// loop: the collectives themselves do not allocate.
+	runtime.GC()
+	// 1. One verified iteration.
+	b.fill()
+	if err := c.Barrier(ctx); err != nil {
+		return row{}, 0, err
+	}
+	if err := b.run(ctx); err != nil {
+		return row{}, 0, err
+	}
+	wrong := []int64{b.wrong()}
+	if wrong[0] != 0 {
+		fmt.Fprintf(errOut, "ERROR impl=%s op=%s ranks=%d bytes=%d rank=%d: %d wrong elements\n",
+			pc.label, op, c.Size(), b.bytes, c.Rank(), wrong[0])
+	}
+	if err := hcomm.AllReduce(ctx, c, wrong, wrong, hcomm.Sum); err != nil {
+		return row{}, 0, err
+	}
+	// 2. Warm-up, which also estimates the cost of one call.
+	warm := pc.warmup
+	if warm == 0 {
+		warm = defaultWarmup(b.bytes)
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return row{}, 0, err
+	}
+	start := time.Now()
+	for range warm {
+		if err := b.run(ctx); err != nil {
+			return row{}, 0, err
+		}
+	}
+	est := []float64{time.Since(start).Seconds() / float64(warm)}
+	if err := hcomm.AllReduce(ctx, c, est, est, hcomm.Max); err != nil {
+		return row{}, 0, err
+	}
+	iters := int64(pc.iters)
+	if iters == 0 {
+		iters = timedIters(pc.target, est[0])
+	}
+	// 3. The timed loop.
+	if err := c.Barrier(ctx); err != nil {
+		return row{}, 0, err
+	}
+	start = time.Now()
+	for range iters {
+		if err := b.run(ctx); err != nil {
+			return row{}, 0, err
+		}
+	}
+	usec := []float64{time.Since(start).Seconds() * 1e6 / float64(iters)}
+	if err := hcomm.AllReduce(ctx, c, usec, usec, hcomm.Sum); err != nil {
+		return row{}, 0, err
+	}
+	r := row{Impl: pc.label, Op: op, Ranks: c.Size(), Bytes: b.bytes, Count: b.count, Type: b.typ,
+		Redop: b.redop, Root: b.root, InPlace: inPlace, Iters: iters,
+		Usec: usec[0] / float64(c.Size()), Wrong: wrong[0]}
+	r.AlgBW, r.BusBW = bandwidths(r.Bytes, r.Usec, bo.factor(c.Size()))
+	return r, time.Duration(est[0] * float64(time.Second)), nil
+}
+
+// settleFor is how long the ranks exchange barriers before the first
+// point. Freshly started processes run slower for some milliseconds, until
+// the kernel has spread the busy threads over the CPUs; without this the
+// first point (the 8-byte one, whose timed loop lasts only a few
+// milliseconds) measured that instead of the library.
+const settleFor = 50 * time.Millisecond
+
+// settle runs Barriers for about d, the same number on every rank.
+func settle(ctx context.Context, c *hcomm.Comm, d time.Duration) error {
+	start := time.Now()
+	done := []int32{0}
+	for {
+		for range 256 {
+			if err := c.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		done[0] = 0
+		if time.Since(start) >= d {
+			done[0] = 1
+		}
+		if err := hcomm.AllReduce(ctx, c, done, done, hcomm.Max); err != nil {
+			return err
+		}
+		if done[0] != 0 {
+			return nil
+		}
+	}
+}
+
+// defaultWarmup is the number of warm-up iterations for a point of the
+// given size.
+func defaultWarmup(bytes int64) int {
+	switch {
+	case bytes <= 64<<10:
+		return 20
+	case bytes <= 8<<20:
+		return 4
+	}
+	return 1
+}
+
+// timedIters is the length of a timed loop lasting about target when one
+// call takes est seconds.
+func timedIters(target time.Duration, est float64) int64 {
+	n := target.Seconds() / max(est, 1e-9)
+	return int64(min(max(n, minTimedIters), maxTimedIters))
+}
+
+// bandwidths returns algbw and busbw in GB/s for bytes moved in usec.
+func bandwidths(bytes int64, usec, factor float64) (alg, bus float64) {
+	if usec <= 0 || bytes == 0 {
+		return 0, 0
+	}
+	alg = float64(bytes) / usec / 1e3
+	return alg, alg * factor
+}
