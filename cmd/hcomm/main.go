@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -39,6 +40,20 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hcomm:", err)
-		os.Exit(1)
+		code := 1
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		os.Exit(code)
 	}
 }
+
+// exitError is an error that ends the command with the given exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }

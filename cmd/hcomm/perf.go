@@ -72,19 +72,21 @@ type jobError struct{ status int }
 
 func (e jobError) Error() string { return fmt.Sprintf("the job failed (status %d)", e.status) }
 
-// perf is the `hcomm perf` command. Wrong results end the process with
-// status 3, as the peer harness expects.
+// perf is the `hcomm perf` command. Wrong results make it fail with an
+// exitError of status 3, as the peer harness expects.
 func perf(args []string, stdout, stderr io.Writer) error {
-	err := perfMain(args, stdout, stderr)
+	return perfExit(perfMain(args, stdout, stderr))
+}
+
+// perfExit gives perf's error its exit status.
+func perfExit(err error) error {
 	var we wrongError
 	var je jobError
 	switch {
 	case errors.As(err, &we):
-		fmt.Fprintln(stderr, "hcomm perf:", err)
-		os.Exit(exitWrong)
+		return exitError{exitWrong, fmt.Errorf("perf: %w", err)}
 	case errors.As(err, &je) && je.status == exitWrong:
-		fmt.Fprintln(stderr, "hcomm perf: wrong results")
-		os.Exit(exitWrong)
+		return exitError{exitWrong, errors.New("perf: wrong results")}
 	case errors.Is(err, flag.ErrHelp):
 		return nil
 	}

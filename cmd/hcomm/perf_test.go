@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -753,4 +754,45 @@ func FuzzParsePerfFlags(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPerfExit(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int // 0: not an exitError
+		nil_ bool
+	}{
+		{nil, 0, true},
+		{flag.ErrHelp, 0, true},
+		{wrongError{2}, exitWrong, false},
+		{fmt.Errorf("sweep: %w", wrongError{1}), exitWrong, false},
+		{jobError{exitWrong}, exitWrong, false},
+		{jobError{7}, 0, false},
+		{errors.New("other"), 0, false},
+	} {
+		err := perfExit(tc.err)
+		if (err == nil) != tc.nil_ {
+			t.Errorf("perfExit(%v) = %v", tc.err, err)
+			continue
+		}
+		var ee exitError
+		if got := errors.As(err, &ee); got != (tc.code != 0) || got && ee.code != tc.code {
+			t.Errorf("perfExit(%v) = %#v, want exit status %d", tc.err, err, tc.code)
+		}
+	}
+}
+
+func TestLaunchArgs(t *testing.T) {
+	pc := &perfConfig{n: 3, trans: "tcp"}
+	got := strings.Join(launchArgs(pc), " ")
+	if want := "-n 3 -x HCOMM_PERF_EMIT=json -x HCOMM_TRANSPORT=tcp --"; got != want {
+		t.Errorf("launchArgs = %q, want %q", got, want)
+	}
+	cfg, err := parseRunFlags(append(launchArgs(pc), "prog"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cfg.env, "HCOMM_TRANSPORT=tcp") || !slices.Contains(cfg.env, perfEmitEnv+"=json") {
+		t.Errorf("the launcher passes %q to the ranks", cfg.env)
+	}
 }

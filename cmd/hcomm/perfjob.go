@@ -24,12 +24,8 @@ func measureJob(ctx context.Context, pc *perfConfig, algo string, rp *reporter, 
 		if err != nil {
 			return err
 		}
-		if pc.trans != "" {
-			os.Setenv("HCOMM_TRANSPORT", pc.trans)
-		}
-		os.Setenv(perfEmitEnv, "json")
-		defer os.Unsetenv(perfEmitEnv)
-		argv := append([]string{"-n", strconv.Itoa(pc.n), "--", self, "perf"}, childArgs(pc, algo)...)
+		argv := append(launchArgs(pc), self, "perf")
+		argv = append(argv, childArgs(pc, algo)...)
 		rows := &rowWriter{rp: rp}
 		code := runCmd(argv, rows, rp.passThrough())
 		rows.flush()
@@ -64,6 +60,18 @@ func measureJob(ctx context.Context, pc *perfConfig, algo string, rp *reporter, 
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// launchArgs is the command line of the launcher (hcomm run) that starts
+// the ranks of a job perf measures, up to the program: the rank count, and
+// the ranks' settings as -x variables, so that they reach the ranks'
+// environment (exec.Cmd.Env) without changing perf's own.
+func launchArgs(pc *perfConfig) []string {
+	a := []string{"-n", strconv.Itoa(pc.n), "-x", perfEmitEnv + "=json"}
+	if pc.trans != "" {
+		a = append(a, "-x", "HCOMM_TRANSPORT="+pc.trans)
+	}
+	return append(a, "--")
 }
 
 // childArgs is the command line of the ranks of a job perf starts: what
