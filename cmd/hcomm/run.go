@@ -48,11 +48,16 @@ import (
 //
 // Remote ranks. A rank on another host is started as
 //
-//	RSH HOST env HCOMM_...=... PROG ARGS...
+//	RSH HOST IFS= read -r HCOMM_TOKEN && export HCOMM_TOKEN && exec env HCOMM_...=... PROG ARGS... </dev/null
 //
 // where RSH is --rsh split at blanks (default ssh) and every word after HOST
 // is quoted for a POSIX shell, since ssh joins them and hands them to the
-// remote user's shell. A replacement rsh must do the same, for example
+// remote user's shell (which must therefore be a POSIX shell: sh, bash,
+// dash, zsh). The job token is not on that command line, where every user
+// of either host could read it (ps): the launcher writes it to the rsh
+// command's standard input, which the remote shell reads into HCOMM_TOKEN
+// before it runs the rank with /dev/null as standard input. A replacement
+// rsh must do the same, for example
 //
 //	#!/bin/sh
 //	host=$1; shift
@@ -62,7 +67,8 @@ import (
 // (network namespaces) still count as different hosts, every HCOMM_*
 // variable of the launcher's environment, and the -x variables. A relative
 // program path containing a slash is made absolute: hosts are expected to
-// share the file system. Local ranks inherit the launcher's environment.
+// share the file system. Local ranks inherit the launcher's environment
+// and get the token in it (exec.Cmd.Env), which only their user can read.
 // Ranks read standard input from /dev/null.
 //
 // CPUs. Unless GOMAXPROCS is set (in the environment or with -x), each
@@ -416,7 +422,8 @@ func firstIPv4() (string, error) {
 	return "", errors.New("this machine has no non-loopback IPv4 address for remote ranks to reach the store; set --store-addr")
 }
 
-// rankVars returns the variables that tell a rank its place in the job.
+// rankVars returns the variables that tell a rank its place in the job,
+// all but the token.
 func (j *job) rankVars(p placement) []string {
 	vars := []string{
 		"HCOMM_RANK=" + strconv.Itoa(p.rank),
@@ -424,7 +431,6 @@ func (j *job) rankVars(p placement) []string {
 		"HCOMM_LOCAL_RANK=" + strconv.Itoa(p.localRank),
 		"HCOMM_LOCAL_SIZE=" + strconv.Itoa(p.localSize),
 		"HCOMM_STORE=" + j.storeURL,
-		"HCOMM_TOKEN=" + j.token,
 	}
 	if !p.local {
 		vars = append(vars, "HCOMM_HOSTNAME="+p.host)
@@ -432,7 +438,9 @@ func (j *job) rankVars(p placement) []string {
 	return vars
 }
 
-// command returns the command that starts rank p.
+// command returns the command that starts rank p. A remote rank's command
+// reads the token from its standard input, which the caller must give it
+// (tokenInput).
 func (j *job) command(p placement) *exec.Cmd {
 	if p.local {
 		cmd := exec.Command(j.cfg.prog, j.cfg.args...)
@@ -440,7 +448,7 @@ func (j *job) command(p placement) *exec.Cmd {
 		if envValue(env, "GOMAXPROCS") == "" {
 			env = append(env, "GOMAXPROCS="+strconv.Itoa(rankProcs(runtime.NumCPU(), p.localSize)))
 		}
-		cmd.Env = append(env, j.rankVars(p)...)
+		cmd.Env = append(append(env, j.rankVars(p)...), "HCOMM_TOKEN="+j.token)
 		return cmd
 	}
 	env := append(slices.Clip(j.remoteEnv), j.rankVars(p)...)
@@ -466,12 +474,16 @@ func envValue(env []string, name string) string {
 }
 
 // remoteArgv returns the command line that runs prog with args and the
-// environment env on host through rsh: rsh host env NAME=VALUE... prog
-// args..., every word after host quoted for a POSIX shell.
+// environment env on host through rsh, after reading HCOMM_TOKEN from the
+// standard input: rsh host IFS= read -r HCOMM_TOKEN && export HCOMM_TOKEN
+// && exec env NAME=VALUE... prog args... </dev/null, every word after host
+// quoted for a POSIX shell.
 func remoteArgv(rsh []string, host string, env []string, prog string, args []string) []string {
-	argv := make([]string, 0, len(rsh)+3+len(env)+len(args))
+	argv := make([]string, 0, len(rsh)+len(remoteTokenWords)+3+len(env)+len(args))
 	argv = append(argv, rsh...)
-	argv = append(argv, host, "env")
+	argv = append(argv, host)
+	argv = append(argv, remoteTokenWords...)
+	argv = append(argv, "exec", "env")
 	for _, kv := range env {
 		argv = append(argv, shellQuote(kv))
 	}
@@ -479,7 +491,31 @@ func remoteArgv(rsh []string, host string, env []string, prog string, args []str
 	for _, a := range args {
 		argv = append(argv, shellQuote(a))
 	}
-	return argv
+	return append(argv, "</dev/null")
+}
+
+// remoteTokenWords is the start of a remote rank's shell command line: it
+// reads the job token from the first line of standard input.
+var remoteTokenWords = []string{"IFS=", "read", "-r", "HCOMM_TOKEN", "&&", "export", "HCOMM_TOKEN", "&&"}
+
+// tokenInput returns the read end of a pipe holding the token and a
+// newline, for a remote rank's standard input. The caller closes it once
+// the rank's command has started.
+func (j *job) tokenInput() (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	// The line fits in the pipe's buffer: the write does not block.
+	_, err = w.WriteString(j.token + "\n")
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // shellQuote returns s as one word for a POSIX shell: unchanged when it
@@ -524,9 +560,20 @@ func (j *job) start(r *rankProc, exited chan<- *rankProc) error {
 	cmd := j.command(r.placement)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = rankSysProcAttr(r.local)
-	err = cmd.Start()
+	var in *os.File
+	if !r.local {
+		if in, err = j.tokenInput(); err == nil {
+			cmd.Stdin = in
+		}
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
 	outW.Close()
 	errW.Close()
+	if in != nil {
+		in.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()

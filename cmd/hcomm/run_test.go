@@ -401,25 +401,28 @@ func TestRunLauncherKilled(t *testing.T) {
 }
 
 // fakeRsh writes an rsh command that runs the command line it is given
-// here, as ssh would on the host, and logs the host names to log.
-func fakeRsh(t *testing.T) (rsh, log string) {
+// here, as ssh would on the host, logs the host names to log, and its
+// whole command line, one argument a line, to argvLog.
+func fakeRsh(t *testing.T) (rsh, log, argvLog string) {
 	dir := t.TempDir()
 	rsh = filepath.Join(dir, "fake-rsh")
 	log = filepath.Join(dir, "hosts.log")
-	script := fmt.Sprintf("#!/bin/sh\nhost=$1; shift\nprintf '%%s\\n' \"$host\" >> %s\nexec sh -c \"$*\"\n", shellQuote(log))
+	argvLog = filepath.Join(dir, "argv.log")
+	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s\\n' \"$0\" \"$@\" >> %s\nhost=$1; shift\nprintf '%%s\\n' \"$host\" >> %s\nexec sh -c \"$*\"\n",
+		shellQuote(argvLog), shellQuote(log))
 	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return rsh, log
+	return rsh, log, argvLog
 }
 
 func TestRunRemote(t *testing.T) {
-	rsh, log := fakeRsh(t)
+	rsh, log, argvLog := fakeRsh(t)
 	t.Setenv("HCOMM_TEST_FORWARDED", "yes")
 	const text = `it's a "test" with $HOME, * and  two spaces`
 	code, stdout, stderr := launch(t, helperArgs(0,
 		[]string{"--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--tag-output", "-x", "EXTRA=1 2"},
-		"env", "print="+text, "getenv=HCOMM_TEST_FORWARDED", "getenv=EXTRA", "store")...)
+		"env", "print="+text, "getenv=HCOMM_TEST_FORWARDED", "getenv=EXTRA", "token", "store")...)
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
@@ -445,6 +448,23 @@ func TestRunRemote(t *testing.T) {
 	sort.Strings(hosts)
 	if !slices.Equal(hosts, []string{"a", "a", "b", "b"}) {
 		t.Errorf("rsh ran on %q, want a, a, b, b", hosts)
+	}
+
+	// The token reached every rank, but not the rsh command lines, which
+	// every user can read (ps).
+	tokens := regexp.MustCompile(`(?m)^\[\d\] token=(.*)$`).FindAllStringSubmatch(stdout, -1)
+	if len(tokens) != 4 || len(tokens[0][1]) != 2*tokenBytes {
+		t.Fatalf("ranks printed tokens %q", tokens)
+	}
+	argv, err := os.ReadFile(argvLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(argv), rsh+"\n"); n != 4 {
+		t.Errorf("argv log holds %d rsh command lines, want 4:\n%s", n, argv)
+	}
+	if strings.Contains(string(argv), tokens[0][1]) || strings.Contains(string(argv), "HCOMM_TOKEN=") {
+		t.Errorf("the token is on an rsh command line:\n%s", argv)
 	}
 
 	// A remote rank's failure names its host.

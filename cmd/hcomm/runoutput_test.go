@@ -174,7 +174,8 @@ func FuzzShellQuote(f *testing.F) {
 
 func TestRemoteArgv(t *testing.T) {
 	got := remoteArgv([]string{"ssh", "-p", "2222"}, "node1", []string{"HCOMM_RANK=3", "X=a b"}, "/bin/prog", []string{"--flag", "it's"})
-	want := []string{"ssh", "-p", "2222", "node1", "env", "HCOMM_RANK=3", "'X=a b'", "/bin/prog", "--flag", `'it'\''s'`}
+	want := []string{"ssh", "-p", "2222", "node1", "IFS=", "read", "-r", "HCOMM_TOKEN", "&&", "export", "HCOMM_TOKEN", "&&",
+		"exec", "env", "HCOMM_RANK=3", "'X=a b'", "/bin/prog", "--flag", `'it'\''s'`, "</dev/null"}
 	if !slices.Equal(got, want) {
 		t.Errorf("remoteArgv = %q, want %q", got, want)
 	}

@@ -111,6 +111,7 @@ func TestStoreCmdErrors(t *testing.T) {
 		{[]string{"--token-file", "/nonexistent/token"}, "no such file"},
 		{[]string{"--listen", "nonsense"}, "nonsense"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--listen", "127.0.0.1:0", "--env-file", "/nonexistent/dir/store.env"}, "--env-file"},
 		{[]string{"--bogus"}, "bogus"},
 	} {
 		err := serveStoreCmd(context.Background(), tc.args, io.Discard, io.Discard)

@@ -4,6 +4,7 @@
 //
 //	env            print rank=R size=S local_rank=LR local_size=LS tokenlen=L store=URL hostname=H
 //	pid            print pid=P
+//	token          print token=HCOMM_TOKEN
 //	procs          print gomaxprocs=N (runtime.GOMAXPROCS)
 //	getenv=NAME    print NAME=VALUE
 //	grandchild     start a copy of itself that sleeps 60s; print grandchild=P
@@ -58,6 +59,8 @@ func do(rank int, action string) error {
 			os.Getenv("HCOMM_RANK"), os.Getenv("HCOMM_SIZE"), os.Getenv("HCOMM_LOCAL_RANK"),
 			os.Getenv("HCOMM_LOCAL_SIZE"), len(os.Getenv("HCOMM_TOKEN")), os.Getenv("HCOMM_STORE"),
 			os.Getenv("HCOMM_HOSTNAME"))
+	case "token":
+		fmt.Printf("token=%s\n", os.Getenv("HCOMM_TOKEN"))
 	case "pid":
 		fmt.Printf("pid=%d\n", os.Getpid())
 	case "procs":
