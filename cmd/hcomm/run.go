@@ -89,14 +89,28 @@ import (
 //
 //	hcomm run: rank 2 (pid 4711 on node1) exited with status 3
 //
-// sends SIGTERM to every other rank's process group and, after --grace
-// (default 3s), SIGKILL. --timeout does the same when the job runs too long.
-// SIGINT, SIGTERM and SIGHUP sent to the launcher are passed on to every
-// rank's group; a second one kills them all at once. After stopping a job
-// the launcher prints the failure reports the ranks left in the store under
-// hcomm/report/<rank>, one output line per line of text:
+// gives the other ranks --report-window (default 2s) to notice the loss,
+// say so and exit on their own, and then stops those still running: it
+// sends SIGTERM to every remaining rank's process group and, after --grace
+// (default 3s), SIGKILL. --timeout stops the job the same way when it runs
+// too long. SIGINT, SIGTERM and SIGHUP sent to the launcher are passed on to
+// every rank's group; a second one kills them all at once. Before it sends
+// the first signal, the launcher asks the ranks still running for their
+// state through the store (runstate.go) and prints, for each rank that has
+// initialised hcomm, its communicators' last operation, and who is waiting
+// for whom:
+//
+//	hcomm run:   rank 1 (pid 4712): communicator world rank 1: op #7 AllReduce(int64, 1, sum) running for 2.1s (last completed #6)
+//	hcomm run:   communicator world: ranks 0-1 wait in op #7 AllReduce(int64, 1, sum); rank 2 last completed op #6 and has not entered #7
+//
+// After stopping a job the launcher prints the failure reports the ranks
+// left in the store under hcomm/report/<rank>, one output line per line of
+// text:
 //
 //	hcomm run: rank 1: AllReduce #7: peer 2 lost
+//
+// With --verbose it prints the store's address and every rank's host, local
+// rank and pid when the job starts.
 //
 // For a remote rank the pid is that of the local rsh process; stopping it
 // closes the connection, after which the remote rank loses the store and
@@ -117,6 +131,10 @@ const (
 
 const (
 	defaultGrace = 3 * time.Second
+	// defaultWindow is how long the other ranks have, after a rank
+	// failed, to notice (hcomm ranks do within about a second), report
+	// and exit before the launcher stops them.
+	defaultWindow = 2 * time.Second
 	// outputDrainTimeout bounds the wait for the ranks' output once they
 	// have exited: a process that left its group may hold a pipe open.
 	outputDrainTimeout = 2 * time.Second
@@ -141,6 +159,8 @@ type runConfig struct {
 	tagOutput bool
 	timeout   time.Duration
 	grace     time.Duration
+	window    time.Duration // survivors' time to fail on their own
+	verbose   bool
 	env       []string // NAME=VALUE from -x
 	prog      string
 	args      []string
@@ -163,6 +183,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.BoolVar(&cfg.tagOutput, "tag-output", false, "prefix every output line with \"[rank] \"")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "stop the job after this `duration` (0: never)")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "how long ranks have to exit after SIGTERM before SIGKILL")
+	fs.DurationVar(&cfg.window, "report-window", defaultWindow, "after a rank fails, how long the others have to notice, report and exit on their own before they are stopped (0: stop at once)")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "print the store's address and each rank's host and pid at start")
+	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
 	fs.Func("x", "pass `NAME[=VALUE]` to every rank (repeatable); without a value, the launcher's", func(s string) error {
 		name, value, ok := strings.Cut(s, "=")
 		if !validEnvName(name) {
@@ -211,8 +234,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	if cfg.rsh = strings.Fields(rsh); len(cfg.rsh) == 0 {
 		return nil, errors.New("--rsh is empty")
 	}
-	if cfg.timeout < 0 || cfg.grace < 0 {
-		return nil, errors.New("--timeout and --grace must not be negative")
+	if cfg.timeout < 0 || cfg.grace < 0 || cfg.window < 0 {
+		return nil, errors.New("--timeout, --grace and --report-window must not be negative")
 	}
 	return cfg, nil
 }
@@ -606,31 +629,69 @@ func (j *job) start(r *rankProc, exited chan<- *rankProc) error {
 func (j *job) run(signals <-chan os.Signal) int {
 	exited := make(chan *rankProc, len(j.places))
 	code := 0
-	var graceC <-chan time.Time
-	var grace *time.Timer
-	stop := func(sig syscall.Signal) {
-		j.stopping = true
+	running := 0
+	var graceC, windowC <-chan time.Time
+	var grace, window *time.Timer
+	// The states being collected before the job is stopped, and the
+	// signal that stops it once they are in.
+	var statesC chan []rankState
+	var pendingSig syscall.Signal
+	collectCtx, cancelCollect := context.WithCancel(context.Background())
+	collecting := sync.WaitGroup{}
+	defer func() {
+		cancelCollect()
+		collecting.Wait()
+		if grace != nil {
+			grace.Stop()
+		}
+		if window != nil {
+			window.Stop()
+		}
+	}()
+	terminate := func(sig syscall.Signal) {
 		j.signalAll(sig)
 		if grace == nil {
 			grace = time.NewTimer(j.cfg.grace)
 			graceC = grace.C
 		}
 	}
-	defer func() {
-		if grace != nil {
-			grace.Stop()
+	// stop ends the job with sig, after collecting the ranks' states
+	// when some are still running.
+	stop := func(sig syscall.Signal) {
+		j.stopping = true
+		windowC = nil
+		if running == 0 || statesC != nil {
+			terminate(sig)
+			return
 		}
-	}()
+		pendingSig = sig
+		statesC = make(chan []rankState, 1)
+		collecting.Go(func() {
+			statesC <- collectStates(collectCtx, j.dialAddr, j.token, len(j.places))
+		})
+	}
 
 	for _, p := range j.places {
 		r := &rankProc{placement: p}
 		if err := j.start(r, exited); err != nil {
 			j.logf("cannot start rank %d on %s: %v", p.rank, j.host(r), err)
 			code = exitLaunchFailed
-			stop(syscall.SIGTERM)
+			j.stopping = true
+			terminate(syscall.SIGTERM)
 			break
 		}
 		j.ranks = append(j.ranks, r)
+		running++
+	}
+	if j.cfg.verbose {
+		j.logf("store %s", j.storeURL)
+		for _, r := range j.ranks {
+			what := "pid"
+			if !r.local {
+				what = "pid of rsh"
+			}
+			j.logf("rank %d on %s (local rank %d of %d): %s %d", r.rank, j.host(r), r.localRank, r.localSize, what, r.pid)
+		}
 	}
 	var timeoutC <-chan time.Time
 	if j.cfg.timeout > 0 && !j.stopping {
@@ -639,7 +700,7 @@ func (j *job) run(signals <-chan os.Signal) int {
 		timeoutC = t.C
 	}
 
-	for running := len(j.ranks); running > 0; {
+	for running > 0 {
 		select {
 		case r := <-exited:
 			running--
@@ -647,11 +708,38 @@ func (j *job) run(signals <-chan os.Signal) int {
 			if failed && !j.stopping {
 				j.logf("rank %d (pid %d on %s) %s", r.rank, r.pid, j.host(r), desc)
 				code = status
-				stop(syscall.SIGTERM)
+				j.stopping = true
+				if j.cfg.window > 0 && running > 0 {
+					// The survivors notice the loss on their own and
+					// say so; give them a moment to.
+					window = time.NewTimer(j.cfg.window)
+					windowC = window.C
+				} else {
+					stop(syscall.SIGTERM)
+				}
 			}
+		case <-windowC:
+			windowC = nil
+			j.logf("%d rank(s) still running %v after rank failure; stopping them", running, j.cfg.window)
+			stop(syscall.SIGTERM)
+		case states := <-statesC:
+			statesC = nil
+			if lines := stateLines(states); len(lines) > 0 {
+				j.logf("state of the ranks before stopping them:")
+				for _, l := range lines {
+					j.logf("  %s", l)
+				}
+			}
+			terminate(pendingSig)
 		case s := <-signals:
 			sig, ok := s.(syscall.Signal)
 			if !ok {
+				continue
+			}
+			if j.stopping && windowC != nil {
+				// Waiting for the survivors of a failure: stop now.
+				j.logf("received %s; passing it on to %d rank(s)", signalName(sig), running)
+				stop(sig)
 				continue
 			}
 			if j.stopping {

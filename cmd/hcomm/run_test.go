@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -251,7 +252,7 @@ func TestRunRankFails(t *testing.T) {
 			actions := append([]string{"pid", "grandchild", "store"}, tc.actions...)
 			actions = append(actions, "sleep=30s")
 			start := time.Now()
-			code, stdout, stderr := launch(t, helperArgs(4, []string{"--tag-output"}, actions...)...)
+			code, stdout, stderr := launch(t, helperArgs(4, []string{"--tag-output", "--report-window", "0"}, actions...)...)
 			elapsed := time.Since(start)
 			all, byRank := pids(t, stdout)
 			if len(all) != 8 {
@@ -292,7 +293,7 @@ func TestRunRankFails(t *testing.T) {
 
 func TestRunGraceThenKill(t *testing.T) {
 	start := time.Now()
-	code, stdout, stderr := launch(t, helperArgs(3, []string{"--grace", "300ms"},
+	code, stdout, stderr := launch(t, helperArgs(3, []string{"--grace", "300ms", "--report-window", "0"},
 		"pid", "ignore-term", "store", "rank0:exit=1", "sleep=30s")...)
 	all, _ := pids(t, stdout)
 	assertGone(t, all)
@@ -323,13 +324,27 @@ func TestRunTimeout(t *testing.T) {
 }
 
 // startLauncher runs the test binary as `hcomm run` with args and returns
-// it once its ranks have printed want pid lines, with everything it printed
-// on standard output so far.
-func startLauncher(t *testing.T, want int, args ...string) (*exec.Cmd, *bytes.Buffer, []int) {
+// it once its ranks have printed want pid lines, with the pids.
+func startLauncher(t *testing.T, want int, args ...string) (*exec.Cmd, *syncBuffer, []int) {
+	t.Helper()
+	var seen []int
+	cmd, stderr := startLauncherUntil(t, func(l string) bool {
+		if all, _ := pids(t, l); len(all) == 1 {
+			seen = append(seen, all[0])
+		}
+		return len(seen) == want
+	}, args...)
+	return cmd, stderr, seen
+}
+
+// startLauncherUntil runs the test binary as `hcomm run` with args and
+// returns it once done has returned true for a line of its standard
+// output; done sees every line until then.
+func startLauncherUntil(t *testing.T, done func(line string) bool, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), launcherEnv+"=1")
-	stderr := new(bytes.Buffer)
+	stderr := new(syncBuffer)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -346,27 +361,44 @@ func startLauncher(t *testing.T, want int, args ...string) (*exec.Cmd, *bytes.Bu
 			lines <- sc.Text()
 		}
 	}()
-	var seen []int
-	timeout := time.After(10 * time.Second)
-	for len(seen) < want {
+	timeout := time.After(20 * time.Second)
+	for ready := false; !ready; {
 		select {
 		case l, ok := <-lines:
 			if !ok {
+				cmd.Wait()
 				t.Fatalf("launcher output ended early; stderr:\n%s", stderr)
 			}
-			if all, _ := pids(t, l); len(all) == 1 {
-				seen = append(seen, all[0])
-			}
+			ready = done(l)
 		case <-timeout:
 			cmd.Process.Kill()
-			t.Fatalf("ranks did not start; stderr:\n%s", stderr)
+			cmd.Wait()
+			t.Fatalf("ranks did not get ready; stderr:\n%s", stderr)
 		}
 	}
 	go func() {
 		for range lines {
 		}
 	}()
-	return cmd, stderr, seen
+	return cmd, stderr
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func TestRunForwardsSignals(t *testing.T) {
@@ -468,7 +500,7 @@ func TestRunRemote(t *testing.T) {
 	}
 
 	// A remote rank's failure names its host.
-	code, _, stderr = launch(t, "--hosts", "a,b", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--", helperBin, "rank1:exit=5", "sleep=30s")
+	code, _, stderr = launch(t, "--hosts", "a,b", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--report-window", "0", "--", helperBin, "rank1:exit=5", "sleep=30s")
 	if code != 5 || !regexp.MustCompile(`hcomm run: rank 1 \(pid \d+ on b\) exited with status 5`).MatchString(stderr) {
 		t.Errorf("status %d, stderr:\n%s", code, stderr)
 	}

@@ -18,6 +18,11 @@
 //	lines=N        print N numbered lines of 200 bytes
 //	report=TEXT    set hcomm/report/<rank> in the job's store to TEXT
 //	store          publish a key in the store and wait for every rank's; print store-ok
+//	init           hcomm.Init; print init-ok
+//	barrier        a Barrier on the communicator of init
+//	allreduce      an AllReduce of one int64 on it
+//	enter          start an AllReduce on it and print entered once its flight
+//	               recorder shows it running
 package main
 
 import (
@@ -32,8 +37,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hcomm-go/hcomm"
 	"github.com/hcomm-go/hcomm/store"
 )
+
+// comm is the communicator of the init action.
+var comm *hcomm.Comm
 
 func main() {
 	rank, _ := strconv.Atoi(os.Getenv("HCOMM_RANK"))
@@ -135,6 +144,35 @@ func do(rank int, action string) error {
 			return err
 		}
 		fmt.Println("store-ok")
+	case "init":
+		c, err := hcomm.Init(context.Background(), nil)
+		if err != nil {
+			return err
+		}
+		comm = c
+		fmt.Println("init-ok")
+	case "barrier":
+		return comm.Barrier(context.Background())
+	case "allreduce":
+		v := []int64{1}
+		return hcomm.AllReduce(context.Background(), comm, v, v, hcomm.Sum)
+	case "enter":
+		go func() {
+			v := []int64{1}
+			if err := hcomm.AllReduce(context.Background(), comm, v, v, hcomm.Sum); err != nil {
+				fmt.Fprintf(os.Stderr, "rankhelper %d: allreduce: %v\n", rank, err)
+				os.Exit(99)
+			}
+		}()
+		for {
+			var b strings.Builder
+			comm.WriteState(&b)
+			if strings.Contains(b.String(), " running ") {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println("entered")
 	default:
 		return fmt.Errorf("unknown action")
 	}
