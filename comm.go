@@ -37,7 +37,7 @@ import (
 type Comm struct {
 	rank, size int
 	id         string // identity, unique among the communicators of a job
-	set        settings
+	set        options
 	t          transport.Transport
 	ex         *exec.Executor
 	pl         *plan.Planner
@@ -108,7 +108,7 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 	if n < 1 {
 		return nil, &OpError{Op: "NewLocal", Peer: -1, Err: invalid("n = %d, want at least 1", n)}
 	}
-	set, err := resolve(cfg)
+	_, set, err := resolve(cfg)
 	if err != nil {
 		return nil, &OpError{Op: "NewLocal", Peer: -1, Err: err}
 	}
@@ -120,7 +120,7 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 	return comms, nil
 }
 
-func newComm(rank, size int, id string, set settings, t transport.Transport, boot bootstrap, m plan.Model) *Comm {
+func newComm(rank, size int, id string, set options, t transport.Transport, boot bootstrap, m plan.Model) *Comm {
 	m.Chunk = set.chunk
 	c := &Comm{
 		rank: rank, size: size, id: id, set: set, t: t, boot: boot, model: m,

@@ -1,28 +1,25 @@
 package hcomm
 
 import (
-	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/exec"
 	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/settings"
 )
 
 // DefaultTimeout bounds every collective when neither Config.Timeout nor
 // HCOMM_TIMEOUT says otherwise.
-const DefaultTimeout = 10 * time.Minute
+const DefaultTimeout = settings.DefaultTimeout
 
 // Config configures a communicator. A nil *Config, and every zero field,
 // means: take the value from the environment (the HCOMM_ variables listed
-// in the README), else the default.
+// in the README), else the default. Each field names its variable.
 type Config struct {
 	// Rank and Size place this process in the job (Init only). A zero Size
-	// means: read both from the environment.
+	// means: read both from the environment (HCOMM_RANK, HCOMM_SIZE, or
+	// the other launchers' variables Init lists).
 	Rank, Size int
 
 	// Store is the rendezvous store's URL (Init only): tcp://host:port or
@@ -39,6 +36,10 @@ type Config struct {
 	// beyond the ctx.
 	Timeout time.Duration
 
+	// ConnectTimeout bounds Init's rendezvous and connections, and Split's
+	// (Init only; HCOMM_CONNECT_TIMEOUT, default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+
 	// Algo forces algorithms per collective, in HCOMM_ALGO's syntax:
 	// "allreduce=ring,broadcast=tree", or one name ("ring") for every
 	// collective that has it. An algorithm that cannot serve a call is
@@ -49,6 +50,45 @@ type Config struct {
 	// (HCOMM_BUFFSIZE; default 1 MiB). It must be the same on every rank.
 	ChunkBytes int
 
+	// Transport chooses between ranks on one host (Init only;
+	// HCOMM_TRANSPORT): "shm", "tcp" (TCP even within a host) or "auto".
+	Transport string
+
+	// NSocks is the number of TCP sockets per pair of ranks, 1 to 16
+	// (Init only; HCOMM_NSOCKS; default 1).
+	NSocks int
+
+	// SocketAddr is the address this rank listens on and advertises
+	// (Init only; HCOMM_SOCKET_ADDR). SocketIfname instead picks the
+	// address of an interface: a prefix, "=name" for an exact name,
+	// "^prefix" to exclude, comma-separated (HCOMM_SOCKET_IFNAME). With
+	// neither, the address of the route to the store host.
+	SocketAddr, SocketIfname string
+
+	// Hostname is this rank's host identity: ranks with the same one share
+	// memory (Init only; HCOMM_HOSTNAME). Empty means the host name, the
+	// network namespace and the boot id.
+	Hostname string
+
+	// ShmCMA is the message size from which shared memory copies once
+	// with process_vm_readv (Init only; HCOMM_SHM_CMA). Zero means the
+	// variable, else off; negative means off.
+	ShmCMA int
+
+	// Yield says whether waits give the CPU away, in HCOMM_YIELD's syntax
+	// (Init only): "1", "0" or "auto" (when the ranks on a machine
+	// outnumber its CPUs). Empty means the variable, else auto.
+	Yield string
+
+	// TCPPoll is how long a TCP receive of a small message polls its
+	// socket before blocking (Init only; HCOMM_TCP_POLL; default 50µs).
+	// Negative means never poll.
+	TCPPoll time.Duration
+
+	// Checksum adds a CRC32C to every TCP data frame, verified by the
+	// receiver (Init only; HCOMM_CHECKSUM=1).
+	Checksum bool
+
 	// Logger receives diagnostics. Nil means a logger on standard error at
 	// the level HCOMM_DEBUG names (default: warnings only).
 	Logger *slog.Logger
@@ -58,107 +98,125 @@ type Config struct {
 	// they differ (HCOMM_CHECK_RESULTS=1). It costs one small AllGather per
 	// call; it is a debugging aid.
 	CheckResults bool
+
+	// DumpSignal names a signal, "USR1" or "USR2", on which the process
+	// writes every live communicator's flight recorder to standard error
+	// (HCOMM_DUMP_SIGNAL; ignored outside Unix).
+	DumpSignal string
 }
 
-// settings is a Config with everything resolved.
-type settings struct {
+// options is what a communicator keeps of its settings.
+type options struct {
 	timeout   time.Duration // 0: none
 	overrides plan.Overrides
 	chunk     int
 	log       *slog.Logger
 	// checkResults compares results across ranks (HCOMM_CHECK_RESULTS).
 	checkResults bool
+	dumpSignal   string
 }
 
-func resolve(cfg *Config) (settings, error) {
+// resolve lays cfg over the environment's settings.
+func resolve(cfg *Config) (settings.Values, options, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
 	}
-	var s settings
+	var o options
+	v, err := settings.Load(settings.Env)
+	if err != nil {
+		return v, o, invalid("%v", err)
+	}
+	str := func(dst *string, val, name string) {
+		if val != "" {
+			*dst = val
+			v.Set(name)
+		}
+	}
 	switch {
 	case c.Timeout > 0:
-		s.timeout = c.Timeout
+		v.Timeout = c.Timeout
+		v.Set("HCOMM_TIMEOUT")
 	case c.Timeout < 0:
-	default:
-		s.timeout = DefaultTimeout
-		if v := os.Getenv("HCOMM_TIMEOUT"); v != "" {
-			d, err := parseDuration(v)
-			if err != nil {
-				return s, invalid("HCOMM_TIMEOUT=%q: %v", v, err)
-			}
-			s.timeout = max(d, 0)
+		v.Timeout = 0
+		v.Set("HCOMM_TIMEOUT")
+	}
+	if c.ConnectTimeout > 0 {
+		v.ConnectTimeout = c.ConnectTimeout
+		v.Set("HCOMM_CONNECT_TIMEOUT")
+	}
+	str(&v.Algo, c.Algo, "HCOMM_ALGO")
+	if c.ChunkBytes != 0 {
+		v.ChunkBytes = c.ChunkBytes
+		v.Set("HCOMM_BUFFSIZE")
+	}
+	if c.Transport != "" {
+		t, err := settings.ParseTransport(c.Transport)
+		if err != nil {
+			return v, o, invalid("Config.Transport: %v", err)
 		}
+		v.Transport = t
+		v.Set("HCOMM_TRANSPORT")
 	}
-	algo := c.Algo
-	if algo == "" {
-		algo = os.Getenv("HCOMM_ALGO")
-	}
-	o, err := plan.ParseOverrides(algo)
-	if err != nil {
-		return s, invalid("algorithm override %q: %v", algo, err)
-	}
-	s.overrides = o
-	s.chunk = c.ChunkBytes
-	if s.chunk == 0 {
-		if v := os.Getenv("HCOMM_BUFFSIZE"); v != "" {
-			n, err := parseBytes(v)
-			if err != nil || n <= 0 {
-				return s, invalid("HCOMM_BUFFSIZE=%q: want a positive size such as 4194304 or 4M", v)
-			}
-			s.chunk = n
+	if c.NSocks != 0 {
+		if c.NSocks < 1 || c.NSocks > 16 {
+			return v, o, invalid("Config.NSocks = %d: want 1..16", c.NSocks)
 		}
+		v.NSocks = c.NSocks
+		v.Set("HCOMM_NSOCKS")
 	}
-	if s.chunk <= 0 {
-		s.chunk = exec.DefaultChunkBytes
+	str(&v.SocketAddr, c.SocketAddr, "HCOMM_SOCKET_ADDR")
+	str(&v.SocketIfname, c.SocketIfname, "HCOMM_SOCKET_IFNAME")
+	str(&v.Hostname, c.Hostname, "HCOMM_HOSTNAME")
+	if c.ShmCMA != 0 {
+		v.ShmCMA = max(c.ShmCMA, 0)
+		v.Set("HCOMM_SHM_CMA")
 	}
-	s.checkResults = c.CheckResults || os.Getenv("HCOMM_CHECK_RESULTS") == "1"
-	s.log = c.Logger
-	if s.log == nil {
-		s.log = defaultLogger()
-	}
-	return s, nil
-}
-
-func defaultLogger() *slog.Logger {
-	v := strings.ToUpper(os.Getenv("HCOMM_DEBUG"))
-	var lvl slog.Level
-	switch v {
-	case "", "WARN":
-		lvl = slog.LevelWarn
-	case "INFO", "1":
-		lvl = slog.LevelInfo
-	case "DEBUG", "TRACE", "2":
-		lvl = slog.LevelDebug
-	case "ERROR":
-		lvl = slog.LevelError
-	case "OFF", "0":
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-}
-
-// parseDuration accepts Go durations ("90s", "5m") and plain seconds ("30").
-func parseDuration(v string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	return time.ParseDuration(v)
-}
-
-// parseBytes accepts "4194304", "4M", "512K", "1G" (binary units).
-func parseBytes(v string) (int, error) {
-	v = strings.TrimSpace(strings.ToUpper(v))
-	mult := 1
-	for suf, m := range map[string]int{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30} {
-		if t, ok := strings.CutSuffix(strings.TrimSuffix(strings.TrimSuffix(v, "B"), "I"), suf); ok {
-			v, mult = t, m
-			break
+	if c.Yield != "" {
+		y, err := settings.ParseYield(c.Yield)
+		if err != nil {
+			return v, o, invalid("Config.Yield: %v", err)
 		}
+		v.Yield = y
+		v.Set("HCOMM_YIELD")
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("bad size %q", v)
+	if c.TCPPoll != 0 {
+		v.TCPPoll = c.TCPPoll
+		v.Set("HCOMM_TCP_POLL")
 	}
-	return n * mult, nil
+	if c.Checksum {
+		v.Checksum = true
+		v.Set("HCOMM_CHECKSUM")
+	}
+	if c.CheckResults {
+		v.CheckResults = true
+		v.Set("HCOMM_CHECK_RESULTS")
+	}
+	if c.DumpSignal != "" {
+		s, err := settings.ParseSignal(c.DumpSignal)
+		if err != nil {
+			return v, o, invalid("Config.DumpSignal: %v", err)
+		}
+		v.DumpSignal = s
+		v.Set("HCOMM_DUMP_SIGNAL")
+	}
+	if c.Logger != nil {
+		v.Set("HCOMM_DEBUG")
+	}
+
+	o.timeout = v.Timeout
+	if o.overrides, err = plan.ParseOverrides(v.Algo); err != nil {
+		return v, o, invalid("algorithm override %q: %v", v.Algo, err)
+	}
+	o.chunk = v.ChunkBytes
+	if o.chunk <= 0 {
+		o.chunk = exec.DefaultChunkBytes
+	}
+	o.checkResults = v.CheckResults
+	o.dumpSignal = v.DumpSignal
+	o.log = c.Logger
+	if o.log == nil {
+		o.log = v.Logger()
+	}
+	return v, o, nil
 }

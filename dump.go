@@ -40,7 +40,7 @@ var dumps struct {
 
 // registerDump adds c to the communicators the dump signal reports.
 func registerDump(c *Comm) {
-	sig := dumpSignal()
+	sig := dumpSignal(c.set.dumpSignal)
 	if sig == nil {
 		return
 	}

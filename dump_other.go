@@ -5,4 +5,4 @@ package hcomm
 import "os"
 
 // dumpSignal: no dump signal outside Unix.
-func dumpSignal() os.Signal { return nil }
+func dumpSignal(string) os.Signal { return nil }

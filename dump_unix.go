@@ -4,13 +4,13 @@ package hcomm
 
 import (
 	"os"
-	"strings"
 	"syscall"
 )
 
-// dumpSignal is the signal HCOMM_DUMP_SIGNAL names, or nil.
-func dumpSignal() os.Signal {
-	switch strings.TrimPrefix(strings.ToUpper(os.Getenv("HCOMM_DUMP_SIGNAL")), "SIG") {
+// dumpSignal is the signal HCOMM_DUMP_SIGNAL names ("USR1" or "USR2"), or
+// nil.
+func dumpSignal(name string) os.Signal {
+	switch name {
 	case "USR1":
 		return syscall.SIGUSR1
 	case "USR2":

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/settings"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
 	"github.com/hcomm-go/hcomm/store"
@@ -21,7 +19,7 @@ import (
 
 // DefaultConnectTimeout bounds Init's rendezvous and connections when
 // HCOMM_CONNECT_TIMEOUT does not say otherwise.
-const DefaultConnectTimeout = 2 * time.Minute
+const DefaultConnectTimeout = settings.DefaultConnectTimeout
 
 // job is what Init learns from the Config and the environment.
 type job struct {
@@ -59,14 +57,15 @@ type job struct {
 //
 // Init gives up after HCOMM_CONNECT_TIMEOUT (default 2m) or when ctx ends.
 func Init(ctx context.Context, cfg *Config) (*Comm, error) {
-	set, err := resolve(cfg)
+	vals, set, err := resolve(cfg)
 	if err != nil {
 		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
 	}
-	j, err := readJob(cfg)
+	j, err := readJob(cfg, vals)
 	if err != nil {
 		return nil, &OpError{Op: "Init", Rank: j.rank, Peer: -1, Err: err}
 	}
+	vals.Log(set.log)
 	if j.size == 1 && j.storeURL == "" {
 		f := local.NewFabric(1)
 		return newComm(0, 1, "world", set, f.Endpoint(0), localBoot{f}, plan.MemoryModel), nil
@@ -83,7 +82,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	return c, nil
 }
 
-func initWorld(ctx context.Context, j job, set settings) (*Comm, error) {
+func initWorld(ctx context.Context, j job, set options) (*Comm, error) {
 	var srv *store.Server
 	if j.hostStore != "" && j.rank == 0 {
 		var err error
@@ -123,7 +122,7 @@ type storeBoot struct {
 	st    store.Store
 	srv   *store.Server
 	j     job
-	set   settings
+	set   options
 	watch *watcher       // answers dump requests for culprit reports
 	notes sync.WaitGroup // failure notes being published
 }
@@ -183,19 +182,7 @@ func (b *storeBoot) close() {
 	}
 }
 
-func envInt(name string) (int, bool, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return 0, false, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, true, invalid("%s=%q is not a number", name, v)
-	}
-	return n, true, nil
-}
-
-func readJob(cfg *Config) (job, error) {
+func readJob(cfg *Config, v settings.Values) (job, error) {
 	var j job
 	var err error
 	if cfg != nil && cfg.Size > 0 {
@@ -203,26 +190,22 @@ func readJob(cfg *Config) (job, error) {
 		if j.rank < 0 || j.rank >= j.size {
 			return j, invalid("Config.Rank %d outside [0, %d)", j.rank, j.size)
 		}
-	} else if j.rank, j.size, err = envRankSize(); err != nil {
+	} else if j.rank, j.size, err = rankSize(v); err != nil {
 		return j, err
 	}
 	if cfg != nil {
 		j.storeURL, j.token = cfg.Store, cfg.Token
 	}
 	if j.storeURL == "" {
-		j.storeURL = os.Getenv("HCOMM_STORE")
+		j.storeURL = v.Store
 	}
 	if j.token == "" {
-		j.token = os.Getenv("HCOMM_TOKEN")
+		j.token = v.Token
 	}
-	if j.storeURL == "" && os.Getenv("MASTER_ADDR") != "" {
-		port := os.Getenv("MASTER_PORT")
-		if port == "" {
-			port = "29500"
-		}
-		addr := net.JoinHostPort(os.Getenv("MASTER_ADDR"), port)
+	if j.storeURL == "" && v.MasterAddr != "" {
+		addr := net.JoinHostPort(v.MasterAddr, v.MasterPort)
 		j.storeURL = "tcp://" + addr
-		j.hostStore = net.JoinHostPort("", port)
+		j.hostStore = net.JoinHostPort("", v.MasterPort)
 	}
 	if j.size > 1 && j.storeURL == "" {
 		return j, invalid("rank %d of %d has no rendezvous store: set HCOMM_STORE (tcp://host:port or file:///dir) or MASTER_ADDR/MASTER_PORT, or start the job with `hcomm run`", j.rank, j.size)
@@ -230,88 +213,35 @@ func readJob(cfg *Config) (job, error) {
 	if j.token == "" && j.size > 1 {
 		// Without a secret anyone who can reach the store can join; tie
 		// the job to what the launchers provide, and say so.
-		id := strings.Join([]string{os.Getenv("SLURM_JOB_ID"), os.Getenv("TORCHELASTIC_RUN_ID"),
-			os.Getenv("OMPI_MCA_orte_jobfam_session_dir"), j.storeURL}, "/")
-		j.token = id
+		j.token = v.JobID + "/" + j.storeURL
 	}
-	j.connect = DefaultConnectTimeout
-	if v := os.Getenv("HCOMM_CONNECT_TIMEOUT"); v != "" {
-		d, err := parseDuration(v)
-		if err != nil || d <= 0 {
-			return j, invalid("HCOMM_CONNECT_TIMEOUT=%q: want a duration such as 30s", v)
-		}
-		j.connect = d
-	}
-	if v := os.Getenv("HCOMM_TCP_POLL"); v != "" {
-		d, err := parseDuration(v)
-		if err != nil || d < 0 {
-			return j, invalid("HCOMM_TCP_POLL=%q: want a duration such as 50us, or 0 for none", v)
-		}
-		j.tcpPoll = d
-		if d == 0 {
-			j.tcpPoll = -1
-		}
-	}
-	j.transport = strings.ToLower(os.Getenv("HCOMM_TRANSPORT"))
-	switch j.transport {
-	case "", "auto":
-		j.transport = ""
-	case "shm", "tcp":
-	default:
-		return j, invalid("HCOMM_TRANSPORT=%q: want shm, tcp or auto", j.transport)
-	}
-	n, set, err := envInt("HCOMM_NSOCKS")
-	if err != nil {
-		return j, err
-	}
-	if set && (n < 1 || n > 16) {
-		return j, invalid("HCOMM_NSOCKS=%d: want 1..16", n)
-	}
-	j.nsocks = n
+	j.connect = v.ConnectTimeout
+	j.tcpPoll = v.TCPPoll
+	j.transport = v.Transport
+	j.nsocks = v.NSocks
 	// Single-copy shared memory (process_vm_readv) is off by default: on
 	// the machines measured so far the two-copy ring, with both cores
 	// copying, moves large messages about twice as fast.
-	if n, set, err = envInt("HCOMM_SHM_CMA"); err != nil {
-		return j, err
-	} else if set && n > 0 {
-		j.cma = max(n, 128<<10+1)
+	if v.ShmCMA > 0 {
+		j.cma = max(v.ShmCMA, 128<<10+1)
 	}
-	switch v := strings.ToLower(os.Getenv("HCOMM_YIELD")); v {
-	case "", "auto":
-	case "1", "true", "yes", "on":
-		j.yield = 1
-	case "0", "false", "no", "off":
-		j.yield = -1
-	default:
-		return j, invalid("HCOMM_YIELD=%q: want auto, 1 or 0", v)
-	}
-	j.checksum = os.Getenv("HCOMM_CHECKSUM") == "1"
-	j.hostID = boot.HostID()
+	j.yield = v.Yield
+	j.checksum = v.Checksum
+	j.hostID = boot.HostID(v.Hostname)
 	storeHost := ""
 	if u, err := url.Parse(j.storeURL); err == nil && u.Scheme == "tcp" {
 		storeHost = u.Hostname()
 	}
-	if j.listen, j.adv, err = boot.ListenAddress(storeHost); err != nil {
+	if j.listen, j.adv, err = boot.ListenAddress(storeHost, v.SocketAddr, v.SocketIfname); err != nil {
 		return j, err
 	}
 	return j, nil
 }
 
-// envRankSize reads the rank and size the launchers set.
-func envRankSize() (rank, size int, err error) {
-	pairs := [][2]string{{"HCOMM_RANK", "HCOMM_SIZE"}, {"RANK", "WORLD_SIZE"},
-		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}}
-	for _, p := range pairs {
-		rs, ss := os.Getenv(p[0]), os.Getenv(p[1])
-		if rs == "" && ss == "" {
-			continue
-		}
-		rank, err1 := strconv.Atoi(rs)
-		size, err2 := strconv.Atoi(ss)
-		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
-			return 0, 0, invalid("%s=%q %s=%q: want 0 <= rank < size", p[0], rs, p[1], ss)
-		}
-		return rank, size, nil
+// rankSize is the rank and size the launchers' variables set.
+func rankSize(v settings.Values) (rank, size int, err error) {
+	if v.RankErr != nil {
+		return 0, 0, invalid("%v", v.RankErr)
 	}
-	return 0, 1, nil
+	return v.Rank, v.Size, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/settings"
 	"net"
 	"os"
 	"os/exec"
@@ -358,7 +359,11 @@ func TestEnvRankSize(t *testing.T) {
 		for k, v := range tt.env {
 			os.Setenv(k, v)
 		}
-		rank, size, err := envRankSize()
+		vals, err := settings.Load(settings.Env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank, size, err := rankSize(vals)
 		for k := range tt.env {
 			os.Unsetenv(k)
 		}

@@ -223,13 +223,13 @@ func timeLeft(ctx context.Context) time.Duration {
 	return 0
 }
 
-// HostID returns this process's host identity: HCOMM_HOSTNAME if set, else
-// the host name joined with the network namespace and the boot id, so that
-// processes in different network namespaces (or machines that happen to
-// share a name) never count as one host.
-func HostID() string {
-	if h := os.Getenv("HCOMM_HOSTNAME"); h != "" {
-		return h
+// HostID returns this process's host identity: name (HCOMM_HOSTNAME) if
+// not empty, else the host name joined with the network namespace and the
+// boot id, so that processes in different network namespaces (or machines
+// that happen to share a name) never count as one host.
+func HostID(name string) string {
+	if name != "" {
+		return name
 	}
 	h, _ := os.Hostname()
 	if ns, err := os.Readlink("/proc/self/ns/net"); err == nil {
@@ -250,19 +250,19 @@ func MachineID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// ListenAddress decides where to listen and what to advertise:
-// HCOMM_SOCKET_ADDR if set; else the first IPv4 address of an interface
-// matching HCOMM_SOCKET_IFNAME (a prefix, "^prefix" to exclude, "=name" for
-// an exact name, comma-separated); else the local address of the route to
-// the store host; with a file store (no store host), loopback.
-func ListenAddress(storeHost string) (listen, advertise string, err error) {
-	if a := os.Getenv("HCOMM_SOCKET_ADDR"); a != "" {
+// ListenAddress decides where to listen and what to advertise: addr
+// (HCOMM_SOCKET_ADDR) if set; else the first IPv4 address of an interface
+// matching ifname (HCOMM_SOCKET_IFNAME: a prefix, "^prefix" to exclude,
+// "=name" for an exact name, comma-separated); else the local address of
+// the route to the store host; with a file store (no store host), loopback.
+func ListenAddress(storeHost, addr, ifname string) (listen, advertise string, err error) {
+	if a := addr; a != "" {
 		if h, _, err := net.SplitHostPort(a); err == nil {
 			a = h
 		}
 		return a, a, nil
 	}
-	if spec := os.Getenv("HCOMM_SOCKET_IFNAME"); spec != "" {
+	if spec := ifname; spec != "" {
 		ifs, err := net.Interfaces()
 		if err != nil {
 			return "", "", err

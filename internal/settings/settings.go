@@ -1,0 +1,430 @@
+// Package settings is hcomm's table of settings: every HCOMM_ environment
+// variable is declared here once, with its type, default, documentation
+// and parser, and this package is the only part of the library that reads
+// the environment (the launcher, cmd/hcomm, reads its own).
+//
+// Load reads the environment into Values; the root package then lays the
+// fields of the program's Config over them (Set) and logs what is in effect
+// (Log). The README's variable table is tested against Table.
+package settings
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults that the root package documents as constants.
+const (
+	DefaultTimeout        = 10 * time.Minute
+	DefaultConnectTimeout = 2 * time.Minute
+	DefaultMasterPort     = "29500"
+)
+
+// Scope says who reads a variable.
+type Scope int
+
+const (
+	// Library variables are read by Init and NewLocal.
+	Library Scope = iota
+	// Program variables are set by `hcomm run` for the program's own use;
+	// the library does not read them.
+	Program
+	// Tool variables pass between hcomm's tools and the processes they
+	// start; not for users.
+	Tool
+	// Test variables are read by the test suites (names ending in * are
+	// prefixes).
+	Test
+)
+
+// Var declares one environment variable.
+type Var struct {
+	Name    string   // HCOMM_… (a trailing * makes it a prefix)
+	Also    []string // other launchers' names read for the same value
+	Type    string   // duration, size, int, bool, string, or the choices
+	Default string   // as documented; "" when there is none
+	Field   string   // the Config field that overrides it, or ""
+	Scope   Scope
+	Doc     string
+	// parse stores the value into v; nil for variables whose reading is
+	// not a single value (rank and size, set together).
+	parse func(v *Values, s string) error
+}
+
+// Values are the settings in effect. The zero value is not meaningful:
+// start from Defaults or Load.
+type Values struct {
+	Rank, Size     int
+	RankVars       string // the pair of variables Rank and Size came from, or ""
+	RankErr        error  // why the rank and size variables are unusable, if they are
+	Store          string
+	Token          string
+	MasterAddr     string
+	MasterPort     string
+	JobID          string // the launchers' job identity, used as a token when there is none
+	Timeout        time.Duration
+	Algo           string
+	ChunkBytes     int
+	Debug          string
+	ConnectTimeout time.Duration
+	Transport      string // "", "shm" or "tcp"
+	NSocks         int    // 0: the transport's default
+	SocketAddr     string
+	SocketIfname   string
+	Hostname       string
+	ShmCMA         int           // 0: off
+	Yield          int           // 1 on, -1 off, 0 auto
+	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
+	Checksum       bool
+	CheckResults   bool
+	DumpSignal     string // "", "USR1" or "USR2"
+
+	// Source records, per variable name, where a value that is not the
+	// default came from: "env" or "config".
+	Source map[string]string
+}
+
+func durationVar(dst func(*Values) *time.Duration, min time.Duration) func(*Values, string) error {
+	return func(v *Values, s string) error {
+		d, err := ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		if d < min {
+			return fmt.Errorf("%v is below the least allowed, %v", d, min)
+		}
+		*dst(v) = d
+		return nil
+	}
+}
+
+func stringVar(dst func(*Values) *string) func(*Values, string) error {
+	return func(v *Values, s string) error { *dst(v) = s; return nil }
+}
+
+func boolVar(dst func(*Values) *bool) func(*Values, string) error {
+	return func(v *Values, s string) error {
+		b, err := ParseBool(s)
+		*dst(v) = b
+		return err
+	}
+}
+
+// Table is every HCOMM_ variable, in the README's order.
+var Table = []Var{
+	{Name: "HCOMM_TIMEOUT", Type: "duration", Default: "10m", Field: "Timeout",
+		Doc:   "bound on every operation (90s, 5m, or seconds); 0 = none",
+		parse: durationVar(func(v *Values) *time.Duration { return &v.Timeout }, 0)},
+	{Name: "HCOMM_ALGO", Type: "string", Field: "Algo",
+		Doc:   "force algorithms: allreduce=ring,broadcast=tree, or one name for all",
+		parse: stringVar(func(v *Values) *string { return &v.Algo })},
+	{Name: "HCOMM_BUFFSIZE", Type: "size", Default: "1M", Field: "ChunkBytes",
+		Doc: "pipelining chunk in bytes; the same on every rank",
+		parse: func(v *Values, s string) error {
+			n, err := ParseSizeInt(s)
+			if err == nil && n <= 0 {
+				err = fmt.Errorf("want a positive size such as 4194304 or 4M")
+			}
+			v.ChunkBytes = n
+			return err
+		}},
+	{Name: "HCOMM_DEBUG", Type: "WARN|INFO|DEBUG|ERROR|OFF", Default: "WARN", Field: "Logger",
+		Doc: "log level on standard error",
+		parse: func(v *Values, s string) error {
+			_, _, err := ParseLevel(s)
+			v.Debug = strings.ToUpper(strings.TrimSpace(s))
+			return err
+		}},
+	{Name: "HCOMM_RANK", Also: []string{"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, Type: "int", Default: "0", Field: "Rank",
+		Doc: "this process's rank (Init)"},
+	{Name: "HCOMM_SIZE", Also: []string{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, Type: "int", Default: "1", Field: "Size",
+		Doc: "the job's number of ranks (Init)"},
+	{Name: "HCOMM_STORE", Type: "string", Field: "Store",
+		Doc:   "rendezvous store: tcp://host:port or file:///shared/dir",
+		parse: stringVar(func(v *Values) *string { return &v.Store })},
+	{Name: "MASTER_ADDR", Type: "string",
+		Doc:   "torchrun-style rendezvous when HCOMM_STORE is unset: rank 0 serves the store",
+		parse: stringVar(func(v *Values) *string { return &v.MasterAddr })},
+	{Name: "MASTER_PORT", Type: "string", Default: DefaultMasterPort,
+		Doc:   "the port of the MASTER_ADDR rendezvous",
+		parse: stringVar(func(v *Values) *string { return &v.MasterPort })},
+	{Name: "HCOMM_TOKEN", Type: "string", Field: "Token",
+		Doc:   "the job's secret; store clients and TCP peers without it are refused",
+		parse: stringVar(func(v *Values) *string { return &v.Token })},
+	{Name: "HCOMM_CONNECT_TIMEOUT", Type: "duration", Default: "2m", Field: "ConnectTimeout",
+		Doc:   "bound on Init's rendezvous and connections (and Split's)",
+		parse: durationVar(func(v *Values) *time.Duration { return &v.ConnectTimeout }, time.Nanosecond)},
+	{Name: "HCOMM_TRANSPORT", Type: "shm|tcp|auto", Default: "auto", Field: "Transport",
+		Doc: "shm, tcp (force TCP even within a host) or auto",
+		parse: func(v *Values, s string) error {
+			t, err := ParseTransport(s)
+			v.Transport = t
+			return err
+		}},
+	{Name: "HCOMM_NSOCKS", Type: "int", Default: "1", Field: "NSocks",
+		Doc: "TCP sockets per pair of ranks (1-16)",
+		parse: func(v *Values, s string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("%q is not a number", s)
+			}
+			if n < 1 || n > 16 {
+				return fmt.Errorf("%d: want 1..16", n)
+			}
+			v.NSocks = n
+			return nil
+		}},
+	{Name: "HCOMM_SOCKET_ADDR", Type: "string", Field: "SocketAddr",
+		Doc:   "address this rank listens on and advertises",
+		parse: stringVar(func(v *Values) *string { return &v.SocketAddr })},
+	{Name: "HCOMM_SOCKET_IFNAME", Type: "string", Field: "SocketIfname",
+		Doc:   "pick the address of an interface: prefix, =exact, ^excluded, comma-separated",
+		parse: stringVar(func(v *Values) *string { return &v.SocketIfname })},
+	{Name: "HCOMM_HOSTNAME", Type: "string", Field: "Hostname",
+		Doc:   "host identity; ranks with the same one share memory",
+		parse: stringVar(func(v *Values) *string { return &v.Hostname })},
+	{Name: "HCOMM_SHM_CMA", Type: "size", Field: "ShmCMA",
+		Doc: "message size from which shared memory uses single-copy process_vm_readv; unset = off",
+		parse: func(v *Values, s string) error {
+			n, err := ParseSizeInt(s)
+			v.ShmCMA = n
+			return err
+		}},
+	{Name: "HCOMM_YIELD", Type: "auto|1|0", Default: "auto", Field: "Yield",
+		Doc: "whether waits give the CPU away",
+		parse: func(v *Values, s string) error {
+			y, err := ParseYield(s)
+			v.Yield = y
+			return err
+		}},
+	{Name: "HCOMM_TCP_POLL", Type: "duration", Default: "50us", Field: "TCPPoll",
+		Doc: "how long a TCP receive of a small message polls before blocking; 0 = never",
+		parse: func(v *Values, s string) error {
+			d, err := ParseDuration(s)
+			if err != nil {
+				return err
+			}
+			v.TCPPoll = d
+			if d == 0 {
+				v.TCPPoll = -1
+			}
+			return nil
+		}},
+	{Name: "HCOMM_CHECKSUM", Type: "bool", Default: "0", Field: "Checksum",
+		Doc:   "1: CRC32C on every TCP data frame",
+		parse: boolVar(func(v *Values) *bool { return &v.Checksum })},
+	{Name: "HCOMM_CHECK_RESULTS", Type: "bool", Default: "0", Field: "CheckResults",
+		Doc:   "1: compare a hash of every AllReduce/AllGather/Broadcast result across ranks",
+		parse: boolVar(func(v *Values) *bool { return &v.CheckResults })},
+	{Name: "HCOMM_DUMP_SIGNAL", Type: "USR1|USR2", Field: "DumpSignal",
+		Doc: "that signal writes every live communicator's flight recorder to standard error",
+		parse: func(v *Values, s string) error {
+			sig, err := ParseSignal(s)
+			v.DumpSignal = sig
+			return err
+		}},
+	{Name: "HCOMM_PERF_EMIT", Type: "string", Scope: Tool,
+		Doc: "set by hcomm perf on the ranks it launches"},
+	{Name: "HCOMM_LOCAL_RANK", Type: "int", Scope: Program,
+		Doc: "set by hcomm run: the rank within the host"},
+	{Name: "HCOMM_LOCAL_SIZE", Type: "int", Scope: Program,
+		Doc: "set by hcomm run: the number of ranks on the host"},
+	{Name: "HCOMM_TEST_*", Scope: Test, Doc: "the root package's test children"},
+	{Name: "HCOMM_SHM_TEST_*", Scope: Test, Doc: "the shm transport's test children"},
+	{Name: "HCOMM_TCP_TEST_*", Scope: Test, Doc: "the TCP transport's test children"},
+	{Name: "HCOMM_STORE_TEST_*", Scope: Test, Doc: "the store's test children"},
+	{Name: "HCOMM_REQUIRE_NETNS", Type: "bool", Scope: Test, Doc: "fail, not skip, the netns tests without their prerequisites"},
+	{Name: "HCOMM_UPDATE_GOLDEN", Type: "bool", Scope: Test, Doc: "rewrite the schedule golden files"},
+	{Name: "HCOMM_BENCH_ALLOW_ALLOCS", Type: "bool", Scope: Test, Doc: "benchmarks report allocations instead of failing"},
+}
+
+// jobIDVars name the launchers' job identities: without a token, the job
+// is tied to them.
+var jobIDVars = []string{"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_orte_jobfam_session_dir"}
+
+// Lookup returns the declaration of name.
+func Lookup(name string) (Var, bool) {
+	for _, v := range Table {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Var{}, false
+}
+
+// Defaults returns the values in effect when nothing is set.
+func Defaults() Values {
+	return Values{Size: 1, MasterPort: DefaultMasterPort, Timeout: DefaultTimeout,
+		ConnectTimeout: DefaultConnectTimeout, Debug: "WARN", Source: map[string]string{}}
+}
+
+// Env reads the process environment; it is the library's only reader.
+func Env(name string) (string, bool) { return os.LookupEnv(name) }
+
+// Load returns the defaults overlaid with what lookup (Env in production)
+// finds. An invalid value is an error naming the variable.
+func Load(lookup func(string) (string, bool)) (Values, error) {
+	v := Defaults()
+	for _, d := range Table {
+		if d.Scope != Library || d.parse == nil {
+			continue
+		}
+		s, ok := lookup(d.Name)
+		if !ok || s == "" {
+			continue
+		}
+		if err := d.parse(&v, s); err != nil {
+			return v, fmt.Errorf("%s=%q: %w", d.Name, s, err)
+		}
+		v.Source[d.Name] = "env"
+	}
+	v.RankErr = v.rankSize(lookup)
+	ids := make([]string, len(jobIDVars))
+	for i, n := range jobIDVars {
+		ids[i], _ = lookup(n)
+	}
+	v.JobID = strings.Join(ids, "/")
+	return v, nil
+}
+
+// rankSize reads the rank and size from the first pair of variables set.
+func (v *Values) rankSize(lookup func(string) (string, bool)) error {
+	r, _ := Lookup("HCOMM_RANK")
+	s, _ := Lookup("HCOMM_SIZE")
+	names := [][2]string{{r.Name, s.Name}}
+	for i := range r.Also {
+		names = append(names, [2]string{r.Also[i], s.Also[i]})
+	}
+	for _, p := range names {
+		rs, _ := lookup(p[0])
+		ss, _ := lookup(p[1])
+		if rs == "" && ss == "" {
+			continue
+		}
+		rank, err1 := strconv.Atoi(rs)
+		size, err2 := strconv.Atoi(ss)
+		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
+			return fmt.Errorf("%s=%q %s=%q: want 0 <= rank < size", p[0], rs, p[1], ss)
+		}
+		v.Rank, v.Size, v.RankVars = rank, size, p[0]+","+p[1]
+		v.Source["HCOMM_RANK"], v.Source["HCOMM_SIZE"] = "env", "env"
+		return nil
+	}
+	return nil
+}
+
+// Set records that the program's Config set the variable's value.
+func (v *Values) Set(name string) { v.Source[name] = "config" }
+
+// Logger returns a logger on standard error at the level of v.Debug.
+func (v *Values) Logger() *slog.Logger {
+	lvl, off, _ := ParseLevel(v.Debug)
+	if off {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// Log writes the settings in effect as one INFO record: each library
+// variable's value, and for those not at their default, where they came
+// from. The token is never logged.
+func (v *Values) Log(log *slog.Logger) {
+	if !log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	attrs := make([]any, 0, 2*len(Table))
+	for _, d := range Table {
+		if d.Scope != Library {
+			continue
+		}
+		val := v.show(d.Name)
+		if src := v.Source[d.Name]; src != "" {
+			val += " (" + src + ")"
+		}
+		attrs = append(attrs, slog.String(d.Name, val))
+	}
+	log.Info("hcomm settings", attrs...)
+}
+
+// show formats one setting's value as its variable would spell it.
+func (v *Values) show(name string) string {
+	dur := func(d time.Duration) string {
+		if d == 0 {
+			return "none"
+		}
+		return d.String()
+	}
+	switch name {
+	case "HCOMM_TIMEOUT":
+		return dur(v.Timeout)
+	case "HCOMM_ALGO":
+		return v.Algo
+	case "HCOMM_BUFFSIZE":
+		if v.ChunkBytes == 0 {
+			return "1M"
+		}
+		return strconv.Itoa(v.ChunkBytes)
+	case "HCOMM_DEBUG":
+		return v.Debug
+	case "HCOMM_RANK":
+		return strconv.Itoa(v.Rank)
+	case "HCOMM_SIZE":
+		return strconv.Itoa(v.Size)
+	case "HCOMM_STORE":
+		return v.Store
+	case "MASTER_ADDR":
+		return v.MasterAddr
+	case "MASTER_PORT":
+		return v.MasterPort
+	case "HCOMM_TOKEN":
+		if v.Token == "" {
+			return ""
+		}
+		return "(set)"
+	case "HCOMM_CONNECT_TIMEOUT":
+		return dur(v.ConnectTimeout)
+	case "HCOMM_TRANSPORT":
+		if v.Transport == "" {
+			return "auto"
+		}
+		return v.Transport
+	case "HCOMM_NSOCKS":
+		if v.NSocks == 0 {
+			return "1"
+		}
+		return strconv.Itoa(v.NSocks)
+	case "HCOMM_SOCKET_ADDR":
+		return v.SocketAddr
+	case "HCOMM_SOCKET_IFNAME":
+		return v.SocketIfname
+	case "HCOMM_HOSTNAME":
+		return v.Hostname
+	case "HCOMM_SHM_CMA":
+		if v.ShmCMA <= 0 {
+			return "off"
+		}
+		return strconv.Itoa(v.ShmCMA)
+	case "HCOMM_YIELD":
+		return map[int]string{0: "auto", 1: "1", -1: "0"}[v.Yield]
+	case "HCOMM_TCP_POLL":
+		switch {
+		case v.TCPPoll == 0:
+			return "50us"
+		case v.TCPPoll < 0:
+			return "0"
+		}
+		return v.TCPPoll.String()
+	case "HCOMM_CHECKSUM":
+		return fmt.Sprint(v.Checksum)
+	case "HCOMM_CHECK_RESULTS":
+		return fmt.Sprint(v.CheckResults)
+	case "HCOMM_DUMP_SIGNAL":
+		return v.DumpSignal
+	}
+	return ""
+}
