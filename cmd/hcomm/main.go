@@ -16,6 +16,7 @@ commands:
   perf    measure collectives, nccl-tests style (hcomm perf -h)
   run     launch a job's ranks, like mpirun or torchrun (hcomm run -h)
   store   serve a rendezvous store for jobs started by other launchers (hcomm store -h)
+  topo    print the topology a job sees (hcomm topo -h)
 `
 
 func main() {
@@ -31,6 +32,8 @@ func main() {
 		os.Exit(runCmd(os.Args[2:], os.Stdout, os.Stderr))
 	case "store":
 		err = storeCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "topo":
+		err = topoCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -250,29 +250,14 @@ func hierAllReduce(p *prog, l Layout) {
 		copyInToOut(p, c)
 		return
 	}
-	rails := 0
-	for _, rs := range l.Hosts {
-		rails = max(rails, len(rs))
-	}
+	rails := l.rails()
 	H := len(l.Hosts)
 	host, local := l.where(p.rank)
 	mine := l.Hosts[host]
 	L := len(mine)
 	rl := blocks{c, rails} // elements of rail j: rl.off(j) .. rl.off(j+1)
-	// railsOf(L, i) are the rails local rank i of an L-rank host owns.
-	railsOf := func(L, i int) (lo, hi int) {
-		o, n := sched.Block(rails, L, i)
-		return o, o + n
-	}
-	owner := func(h, j int) int {
-		L := len(l.Hosts[h])
-		for i := range L {
-			if lo, hi := railsOf(L, i); j >= lo && j < hi {
-				return l.Hosts[h][i]
-			}
-		}
-		return -1
-	}
+	railsOf := func(L, i int) (lo, hi int) { return railRange(rails, L, i) }
+	owner := func(h, j int) int { return l.railOwner(h, j) }
 	localSpan := func(i int) (int, int) { lo, hi := railsOf(L, i); return rl.span(lo, hi) }
 	// (1) intra-host reduce-scatter.
 	if L > 1 {
@@ -302,6 +287,45 @@ func hierAllReduce(p *prog, l Layout) {
 	if L > 1 {
 		ringAG(p, mine, localSpan)
 	}
+}
+
+// rails returns the number of rails of the multi-rail algorithm: the most
+// ranks on any host.
+func (l Layout) rails() int {
+	n := 0
+	for _, rs := range l.Hosts {
+		n = max(n, len(rs))
+	}
+	return n
+}
+
+// railRange returns the rails local rank i of an L-rank host owns.
+func railRange(rails, L, i int) (lo, hi int) {
+	o, n := sched.Block(rails, L, i)
+	return o, o + n
+}
+
+// railOwner returns the rank of host h that owns rail j.
+func (l Layout) railOwner(h, j int) int {
+	rs := l.Hosts[h]
+	for i := range rs {
+		if lo, hi := railRange(l.rails(), len(rs), i); j >= lo && j < hi {
+			return rs[i]
+		}
+	}
+	return -1
+}
+
+// Rails returns, for each rail of the hierarchical AllReduce, the rank of
+// each host that carries it between hosts.
+func (l Layout) Rails() [][]int {
+	out := make([][]int, l.rails())
+	for j := range out {
+		for h := range l.Hosts {
+			out[j] = append(out[j], l.railOwner(h, j))
+		}
+	}
+	return out
 }
 
 // sameOwners reports whether rail j has the owners group lists, host by

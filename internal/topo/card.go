@@ -235,10 +235,11 @@ func Discover(host, dataIP string) (Card, error) {
 	if err != nil {
 		return Card{}, fmt.Errorf("topo: CPU affinity: %w", err)
 	}
-	return NewCard(m, host, cpus, dataIP, interfaceAddrs()), nil
+	return NewCard(m, host, cpus, dataIP, InterfaceAddrs()), nil
 }
 
-func interfaceAddrs() map[string][]string {
+// InterfaceAddrs maps this machine's interfaces to their addresses.
+func InterfaceAddrs() map[string][]string {
 	out := map[string][]string{}
 	ifs, err := net.Interfaces()
 	if err != nil {

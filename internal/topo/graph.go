@@ -204,10 +204,27 @@ func identities(c Card) []string {
 }
 
 func describeHost(c Card) string {
-	if c.Hostname != "" && c.Hostname != c.Host {
-		return c.Hostname + " (" + c.Host + ")"
+	if c.Hostname != "" && c.Hostname != c.Host && c.Hostname != shortHost(c.Host) {
+		return c.Host + " (hostname " + c.Hostname + ")"
 	}
 	return c.Host
+}
+
+// InterGbps returns the speed of the links between hosts in Gbit/s: the
+// file's, else the slowest data NIC of any host, else 0 (unknown).
+func (t *Topology) InterGbps() float64 {
+	if t.Links.Inter > 0 {
+		return t.Links.Inter
+	}
+	slowest := 0
+	for _, h := range t.Hosts {
+		for _, nic := range h.NICs {
+			if nic.Name == h.DataNIC && nic.SpeedMbps > 0 && (slowest == 0 || nic.SpeedMbps < slowest) {
+				slowest = nic.SpeedMbps
+			}
+		}
+	}
+	return float64(slowest) / 1000
 }
 
 // Size returns the number of ranks.

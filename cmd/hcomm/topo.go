@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/settings"
+	"github.com/hcomm-go/hcomm/internal/topo"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+const topoUsage = `usage: hcomm topo [-file FILE] [-sysfs DIR] [-inter GBIT]
+
+Prints the topology a job sees: hosts, NUMA nodes, CPUs, NICs, ranks, the
+ring order and the hierarchy the topology-aware algorithms use.
+
+Run alone, it shows this machine as a one-rank job, or, with a topology
+file (-file, else HCOMM_RANK_TABLE, RANK_TABLE_FILE or HCOMM_TOPOLOGY_FILE),
+the placement the file describes. Run as a job (hcomm run -n 4 -- hcomm topo),
+the ranks exchange what they see through the job's store and rank 0 prints
+the joined topology; contradictions between the file and the machines are
+errors on every rank.
+
+`
+
+func topoCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("topo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, topoUsage); fs.PrintDefaults() }
+	file := fs.String("file", "", "topology file: an HCCL rank table (JSON) or hcomm's format")
+	sysfs := fs.String("sysfs", "/", "root of the /sys and /proc trees to read")
+	inter := fs.Float64("inter", 0, "inter-host link speed in Gbit/s for the algorithm choice (default: the file's, else the data NIC's, else 10)")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long a job's ranks wait for each other")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("topo: unexpected argument %q", fs.Arg(0))
+	}
+	if *file == "" {
+		for _, v := range []string{"HCOMM_RANK_TABLE", "RANK_TABLE_FILE", "HCOMM_TOPOLOGY_FILE"} {
+			if *file = os.Getenv(v); *file != "" {
+				break
+			}
+		}
+	}
+	var f *topo.File
+	if *file != "" {
+		var err error
+		if f, err = topo.Load(*file); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	vals, err := settings.Load(settings.Env)
+	if err != nil {
+		return err
+	}
+	rank, size := vals.Rank, vals.Size
+	launched := vals.RankErr == nil && vals.RankVars != "" && vals.Store != ""
+	m, err := topo.Probe(os.DirFS(*sysfs))
+	if err != nil {
+		return err
+	}
+	cpus, err := topo.AllowedCPUs()
+	if err != nil {
+		return err
+	}
+	dataIP := ""
+	if launched {
+		if u, err := url.Parse(vals.Store); err == nil && u.Scheme == "tcp" {
+			_, dataIP, _ = boot.ListenAddress(u.Hostname(), vals.SocketAddr, vals.SocketIfname)
+		}
+	}
+	me := topo.NewCard(m, boot.HostID(vals.Hostname), cpus, dataIP, topo.InterfaceAddrs())
+	if f != nil {
+		me.File = f.Digest
+	}
+	var cards []topo.Card
+	switch {
+	case launched:
+		st, err := store.Open(ctx, vals.Store, vals.Token)
+		if err != nil {
+			return fmt.Errorf("topo: store: %w", err)
+		}
+		defer st.Close()
+		if cards, err = topo.Exchange(ctx, store.WithPrefix(st, "hcomm-topo"), rank, size, me); err != nil {
+			return err
+		}
+	case f != nil:
+		// No job: show the file's placement as if every rank ran where
+		// the file says, this machine's view standing in for each host.
+		cards = fileCards(me, f)
+	default:
+		cards = []topo.Card{me}
+	}
+	t, err := topo.Build(cards, f)
+	if err != nil {
+		return err
+	}
+	if rank != 0 {
+		return nil
+	}
+	printTopo(stdout, t, *inter)
+	return nil
+}
+
+// fileCards makes one card per rank of f, each on the file's host.
+func fileCards(me topo.Card, f *topo.File) []topo.Card {
+	n := 0
+	for _, h := range f.Hosts {
+		n += len(h.Ranks)
+	}
+	cards := make([]topo.Card, n)
+	for _, h := range f.Hosts {
+		for _, r := range h.Ranks {
+			c := me
+			c.Host, c.Hostname, c.Addrs = h.Name, h.Name, nil
+			if ip, ok := f.DeviceIP[r]; ok {
+				c.Addrs = []string{ip}
+			}
+			cards[r] = c
+		}
+	}
+	return cards
+}
+
+// printTopo prints the topology and what the topology-aware algorithms
+// make of it.
+func printTopo(w io.Writer, t *topo.Topology, interGbit float64) {
+	t.Format(w)
+	l := algo.Layout{Hosts: t.HostRanks()}
+	if len(l.Hosts) > 1 {
+		fmt.Fprintln(w, "hierarchy (hier): intra-host ring reduce-scatter, inter-host rings per rail, intra-host allgather")
+		for j, owners := range l.Rails() {
+			fmt.Fprintf(w, "  rail %d: ranks %s\n", j, strings.Trim(fmt.Sprint(owners), "[]"))
+		}
+	}
+	if interGbit <= 0 {
+		interGbit = t.InterGbps()
+	}
+	if interGbit <= 0 {
+		interGbit = 10
+	}
+	lc := algo.LinkCosts{Intra: algo.Link{Alpha: 1e-6, Beta: 1 / 8e9}, Inter: algo.Link{Alpha: 30e-6, Beta: 8 / (interGbit * 1e9)}, Gamma: 1 / 8e9}
+	fmt.Fprintf(w, "allreduce choice (inter-host %g Gbit/s):", interGbit)
+	for _, b := range []float64{8, 64 << 10, 1 << 20, 16 << 20, 256 << 20} {
+		fmt.Fprintf(w, " %s=%s", sizeName(b), algo.ChooseAllReduce(l, b, lc))
+	}
+	fmt.Fprintln(w)
+}
+
+func sizeName(b float64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%gM", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%gK", b/(1<<10))
+	}
+	return fmt.Sprintf("%gB", b)
+}

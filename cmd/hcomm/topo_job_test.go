@@ -1,0 +1,75 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	hcommOnce sync.Once
+	hcommBin  string
+	hcommErr  error
+)
+
+// buildHcomm builds this command once for tests that launch it.
+func buildHcomm(t *testing.T) string {
+	hcommOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hcomm-topo-test-")
+		if err != nil {
+			hcommErr = err
+			return
+		}
+		hcommBin = filepath.Join(dir, "hcomm")
+		if out, err := exec.Command("go", "build", "-o", hcommBin, ".").CombinedOutput(); err != nil {
+			hcommErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if hcommErr != nil {
+		t.Fatalf("build hcomm: %v", hcommErr)
+	}
+	return hcommBin
+}
+
+// TestTopoJob runs `hcomm run --hosts a:2,b:2 -- hcomm topo`: rank 0 prints
+// the joined topology; a file contradicting the placement fails every rank.
+func TestTopoJob(t *testing.T) {
+	bin := buildHcomm(t)
+	defer os.RemoveAll(filepath.Dir(bin))
+	// A fake rsh that runs the remote command here: ranks on "hosts" a
+	// and b share this machine but not their host identity.
+	rsh := filepath.Join(t.TempDir(), "rsh")
+	if err := os.WriteFile(rsh, []byte("#!/bin/sh\nshift\nexec sh -c \"$*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := launch(t, "--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--", bin, "topo")
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"4 ranks on 2 hosts (from discovery)", "host a: ranks 0-1", "host b: ranks 2-3", "(2 host crossings", "rail 0: ranks 0 2"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "topology:"); n != 1 {
+		t.Errorf("%d ranks printed the topology, want 1:\n%s", n, stdout)
+	}
+
+	file := filepath.Join(t.TempDir(), "wrong.topo")
+	if err := os.WriteFile(file, []byte("host a ranks 0,2\nhost b ranks 1,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = launch(t, "--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--", bin, "topo", "-file", file)
+	if code == 0 {
+		t.Fatal("a contradicting file passed")
+	}
+	if want := "rank 2 is placed on host a but runs on b"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+}
