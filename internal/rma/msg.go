@@ -1,0 +1,239 @@
+package rma
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/copyeng"
+	"github.com/hcomm-go/hcomm/internal/errs"
+)
+
+// sendRows sends rows rows of n bytes of b (rows pitch apart), each in
+// messages of at most chunk bytes.
+func (w *Window) sendRows(ctx context.Context, q *peer, b []byte, pitch, rows, n int) error {
+	for r := range rows {
+		row := b[r*pitch : r*pitch+n]
+		for off := 0; off < n; off += w.chunk {
+			if err := w.t.Send(ctx, q.rank, &w.fp, row[off:min(off+w.chunk, n)]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// recvRows is sendRows' counterpart. A nil b drains the messages into
+// scratch memory.
+func (w *Window) recvRows(ctx context.Context, q *peer, b []byte, pitch, rows, n int, scratch *[]byte) error {
+	for r := range rows {
+		for off := 0; off < n; off += w.chunk {
+			k := min(w.chunk, n-off)
+			var p []byte
+			if b != nil {
+				p = b[r*pitch+off : r*pitch+off+k]
+			} else {
+				if len(*scratch) < k {
+					*scratch = make([]byte, k)
+				}
+				p = (*scratch)[:k]
+			}
+			if err := w.t.Recv(ctx, q.rank, &w.fp, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// request sends h (and for Put the rows of loc) to q and waits for the
+// reply (for Get, its rows land in loc).
+func (w *Window) request(ctx context.Context, q *peer, h *header, loc []byte, locPitch int) error {
+	q.reqMu.Lock()
+	defer q.reqMu.Unlock()
+	raceSync()
+	defer raceSync()
+	q.reqSeq++
+	h.req = q.reqSeq
+	pd := &pending{req: h.req, done: make(chan uint8, 1)}
+	if h.op == opGet {
+		pd.loc, pd.locPitch = loc, locPitch
+	}
+	q.pmu.Lock()
+	q.pend = pd
+	q.pmu.Unlock()
+
+	var hb [headerSize]byte
+	h.encode(hb[:])
+	rows, n := h.payloadRows()
+	q.sendMu.Lock()
+	err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
+	if err == nil && h.op != opGet {
+		err = w.sendRows(ctx, q, loc, locPitch, rows, n)
+	}
+	q.sendMu.Unlock()
+	if err != nil {
+		// A request cut short leaves the stream to q unusable.
+		w.poison(err)
+		return w.failed(q, pd, err)
+	}
+	select {
+	case st := <-pd.done:
+		switch st {
+		case stOK:
+			return nil
+		case stBounds:
+			return invalid("window %d: target %d refused offset %d length %d as outside its registration", w.id, q.rank, h.off, h.n)
+		case stStale:
+			return fmt.Errorf("window %d: target %d does not know this window (closed or stale): %w", w.id, q.rank, errs.ErrInvalidArgument)
+		default:
+			return invalid("window %d: target %d refused signal %d", w.id, q.rank, h.sig)
+		}
+	case <-q.lostCh:
+		return w.failed(q, pd, *q.lost.Load())
+	case <-ctx.Done():
+		// The reply may still come and write into loc: stop the
+		// window's traffic before giving loc back.
+		w.poison(ctx.Err())
+		return w.failed(q, pd, ctx.Err())
+	}
+}
+
+// failed withdraws pd and returns err. Once it returns, the progress
+// goroutine no longer writes into pd's buffer.
+func (w *Window) failed(q *peer, pd *pending, err error) error {
+	q.pmu.Lock()
+	if q.pend == pd {
+		q.pend = nil
+	}
+	q.pmu.Unlock()
+	return err
+}
+
+// serve is the progress goroutine for requests and replies from q.
+func (w *Window) serve(q *peer) {
+	defer w.workers.Done()
+	defer close(q.replies)
+	ctx := context.Background()
+	var hb [headerSize]byte
+	var scratch []byte
+	for {
+		err := w.t.Recv(ctx, q.rank, &w.fp, hb[:])
+		if err == nil {
+			err = w.handle(ctx, q, hb[:], &scratch)
+		}
+		if err != nil {
+			if w.closed.Load() {
+				err = fmt.Errorf("window %d: %w", w.id, errs.ErrClosed)
+			} else if e := w.broken.Load(); e != nil {
+				err = fmt.Errorf("window %d unusable after an earlier failure: %w: %w", w.id, errs.ErrAborted, *e)
+			} else if _, ok := err.(*errs.PeerError); !ok {
+				err = &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: err}
+			}
+			w.lose(q, err)
+			return
+		}
+	}
+}
+
+// handle processes one header from q. An error ends q's stream.
+func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte) error {
+	var h header
+	if err := h.decode(hb); err != nil {
+		return err
+	}
+	raceSync()
+	defer raceSync()
+	rows, n := h.payloadRows()
+	if h.op == opReply {
+		q.pmu.Lock()
+		defer q.pmu.Unlock()
+		pd := q.pend
+		if pd == nil || pd.req != h.req {
+			// A reply nobody awaits: drain its payload.
+			return w.recvRows(ctx, q, nil, 0, rows, n, scratch)
+		}
+		if rows > 0 {
+			if pd.loc == nil || !fits(pd.loc, pd.locPitch, rows, n) {
+				return fmt.Errorf("%w: reply of %d rows of %d bytes to a request that wants none or fewer", errBadHeader, rows, n)
+			}
+			if err := w.recvRows(ctx, q, pd.loc, pd.locPitch, rows, n, scratch); err != nil {
+				return err
+			}
+		}
+		q.pend = nil
+		pd.done <- h.status
+		return nil
+	}
+	st := w.validate(&h)
+	rp := reply{h: header{op: opReply, status: st, win: h.win, nonce: h.nonce, req: h.req}}
+	switch h.op {
+	case opPut, opPutSignal:
+		var dst []byte
+		if st == stOK {
+			dst = w.mem[h.off:]
+		}
+		if err := w.recvRows(ctx, q, dst, int(h.pitch), rows, n, scratch); err != nil {
+			return err
+		}
+		if st == stOK && h.op == opPutSignal {
+			signal(w.seg, int(h.sig), h.add)
+		}
+	case opGet:
+		if st == stOK && rows > 0 {
+			rp.h.rows, rp.h.n, rp.h.pitch = h.rows, h.n, h.pitch
+			rp.src = w.mem[h.off:]
+		}
+	}
+	select {
+	case q.replies <- rp:
+		return nil
+	case <-q.lostCh:
+		return *q.lost.Load()
+	}
+}
+
+// fits reports whether rows rows of n bytes at pitch fit in b.
+func fits(b []byte, pitch, rows, n int) bool {
+	return copyeng.InBounds(0, rows, n, pitch, len(b))
+}
+
+// validate checks a request from a peer against this rank's registration.
+func (w *Window) validate(h *header) uint8 {
+	if h.win != w.id || h.nonce != w.nonce {
+		return stStale
+	}
+	if h.op == opPutSignal && h.sig >= NumSignals {
+		return stBadSignal
+	}
+	rows := max(int(h.rows), 1)
+	if h.off > uint64(len(w.mem)) || h.pitch > uint64(len(w.mem)) ||
+		!copyeng.InBounds(int(h.off), rows, int(h.n), int(h.pitch), len(w.mem)) {
+		return stBounds
+	}
+	return stOK
+}
+
+// replier sends the replies the progress goroutine queued for q.
+func (w *Window) replier(q *peer) {
+	defer w.workers.Done()
+	ctx := context.Background()
+	var hb [headerSize]byte
+	for rp := range q.replies {
+		raceSync()
+		rp.h.encode(hb[:])
+		rows, n := rp.h.payloadRows()
+		q.sendMu.Lock()
+		err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
+		if err == nil && rp.src != nil {
+			err = w.sendRows(ctx, q, rp.src, int(rp.h.pitch), rows, n)
+		}
+		q.sendMu.Unlock()
+		raceSync()
+		if err != nil {
+			w.lose(q, &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: err})
+			for range q.replies { // let serve finish
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,604 @@
+// Package rma implements hcomm's one-sided windows: memory every rank
+// exposes to the others, which they write (Put), read (Get) and signal
+// (PutSignal) without the target's code taking part.
+//
+// # How a rank reaches a peer's window
+//
+//   - Mapped: windows made by AllocWindow live in a /dev/shm segment of
+//     each rank. Ranks of the same memory domain (same kernel boot, network
+//     and mount namespace) map each other's segments; a Put is a copy into
+//     the mapping, a Get a copy out of it.
+//   - Cross-memory: windows made by NewWindow expose ordinary Go memory;
+//     local peers move bytes with process_vm_writev/process_vm_readv on the
+//     target's pages (one system call for all rows of a strided access).
+//     The signals still live in a small mapped segment.
+//   - Messages: other peers (other hosts, or when mapping fails) send
+//     requests over a transport of the window's own. A progress goroutine
+//     per peer on the target receives them, checks every one against the
+//     registration (window id, incarnation nonce, bounds, signal index:
+//     a request is untrusted input) and applies it; a second goroutine per
+//     peer sends the replies, so two ranks that Get from each other never
+//     wait on each other's sends. A Put returns once the target has
+//     applied it and acknowledged.
+//
+// # Memory ordering
+//
+// The bytes of a Put by mapping or cross-memory are stored (by a copy or by
+// the kernel on the caller's thread) before the call returns. PutSignal
+// then performs an atomic add on the target's signal word; Go's atomic
+// read-modify-write is sequentially consistent, so it is a release: a
+// WaitSignal that loads the new value atomically (an acquire) sees the
+// bytes. Over messages the target's progress goroutine receives the bytes
+// into the window before its atomic add, with the same argument. The
+// futex word (the bell) is incremented after the signal and before the
+// wake, and a waiter loads the bell before it re-checks the signal, so a
+// waiter either sees the signal or sleeps on a stale bell value and
+// returns at once. Fence is a Flush to every peer followed by a barrier of
+// the communicator, whose messages are published by the transports'
+// atomic stores: everything stored before the barrier on any rank is
+// visible on every rank after it.
+package rma
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/hcomm-go/hcomm/internal/copyeng"
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// NumSignals is the number of signal words of every window on every rank.
+const NumSignals = 64
+
+// RecordSize is the size of the record each rank contributes to a window's
+// exchange.
+const RecordSize = 128
+
+const (
+	recMagic  = 0x5245_4357 // "WCER"
+	kindAlloc = 1
+	kindUser  = 2
+)
+
+// Params describe a window being made.
+type Params struct {
+	Rank, Size int
+	ID         uint32              // the window's number, the same on every rank
+	T          transport.Transport // the window's message path; the window closes it
+	Buf        []byte              // NewWindow: the exposed memory
+	Alloc      int                 // AllocWindow: bytes to allocate (Buf must be nil); -1 for NewWindow
+	Chunk      int                 // largest payload message; default 1 MiB
+	// Exchange gathers every rank's record (RecordSize bytes) in rank order.
+	Exchange func(ctx context.Context, rec []byte) ([]byte, error)
+	// Barrier returns once every rank has entered it.
+	Barrier func(ctx context.Context) error
+	// Messages forces the message path to every other rank.
+	Messages bool
+}
+
+// Modes of reaching a peer.
+const (
+	modeSelf = iota
+	modeMapped
+	modeCMA
+	modeMsg
+)
+
+// Window is one rank's handle on a window.
+type Window struct {
+	rank, size int
+	id, nonce  uint32
+	t          transport.Transport
+	chunk      int
+	mem        []byte   // this rank's exposed bytes
+	seg        *segment // this rank's segment (signals; data for AllocWindow)
+	alloc      bool
+	peers      []*peer
+	fp         wire.Fingerprint
+
+	life    sync.RWMutex // shared by operations, exclusive by Close while it unmaps
+	closed  atomic.Bool
+	broken  atomic.Pointer[error] // a timed-out request poisoned the window
+	workers sync.WaitGroup
+}
+
+type peer struct {
+	rank  int
+	mode  int
+	size  int
+	nonce uint32
+	pid   int
+	base  uintptr  // cross-memory: the address of the peer's buffer
+	seg   *segment // mapped peer segment (signals, and data when mapped)
+	data  []byte   // mapped: the peer's bytes
+
+	lost   atomic.Pointer[error]
+	lostCh chan struct{}
+
+	sendMu sync.Mutex // one sender of header+payload sequences at a time
+	reqMu  sync.Mutex // one outstanding request
+	reqSeq uint64
+
+	pmu  sync.Mutex // guards pend
+	pend *pending
+
+	replies chan reply // to the peer's replier goroutine
+}
+
+type pending struct {
+	req      uint64
+	loc      []byte // Get: where the reply's rows go
+	locPitch int
+	done     chan uint8
+}
+
+type reply struct {
+	h   header
+	src []byte // Get: the window's bytes at the requested offset
+}
+
+// New makes a window; every rank of the group calls it.
+func New(ctx context.Context, p Params) (*Window, error) {
+	w := &Window{
+		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk,
+		nonce: rand.Uint32() | 1, alloc: p.Alloc >= 0,
+		fp: wire.Fingerprint{Coll: wire.CollSendRecv, Root: -1 - int32(p.ID%(1<<30))},
+	}
+	if w.chunk <= 0 {
+		w.chunk = 1 << 20
+	}
+	dataLen := 0
+	if w.alloc {
+		dataLen = p.Alloc
+	}
+	seg, err := createSegment(dataLen, w.nonce)
+	if err != nil {
+		return nil, err
+	}
+	w.seg = seg
+	if w.alloc {
+		w.mem = seg.data(dataLen)
+	} else {
+		w.mem = p.Buf
+	}
+	fail := func(err error) (*Window, error) {
+		for _, q := range w.peers {
+			if q != nil && q.seg != nil {
+				q.seg.unmap()
+			}
+		}
+		seg.unlink()
+		seg.unmap()
+		return nil, err
+	}
+
+	var rec [RecordSize]byte
+	binary.LittleEndian.PutUint32(rec[0:], recMagic)
+	binary.LittleEndian.PutUint32(rec[4:], w.nonce)
+	binary.LittleEndian.PutUint64(rec[8:], uint64(len(w.mem)))
+	binary.LittleEndian.PutUint32(rec[16:], uint32(os.Getpid()))
+	rec[20] = kindUser
+	if w.alloc {
+		rec[20] = kindAlloc
+	}
+	name := seg.name()
+	rec[21] = byte(len(name))
+	if len(w.mem) > 0 {
+		binary.LittleEndian.PutUint64(rec[24:], uint64(uintptr(unsafe.Pointer(&w.mem[0]))))
+	}
+	key := hostKey()
+	copy(rec[32:64], key[:])
+	copy(rec[64:], name)
+	all, err := p.Exchange(ctx, rec[:])
+	if err != nil {
+		return fail(err)
+	}
+	if len(all) != p.Size*RecordSize {
+		return fail(fmt.Errorf("window exchange returned %d bytes, want %d", len(all), p.Size*RecordSize))
+	}
+	w.peers = make([]*peer, p.Size)
+	for r := range p.Size {
+		q, err := w.newPeer(r, all[r*RecordSize:(r+1)*RecordSize], key, p.Messages)
+		if err != nil {
+			return fail(fmt.Errorf("rank %d's window record: %w", r, err))
+		}
+		w.peers[r] = q
+	}
+	// Everybody has mapped what they could: the names may go.
+	if err := p.Barrier(ctx); err != nil {
+		return fail(err)
+	}
+	seg.unlink()
+	for _, q := range w.peers {
+		if q.rank == w.rank {
+			continue
+		}
+		q.replies = make(chan reply, 4)
+		w.workers.Add(2)
+		go w.serve(q)
+		go w.replier(q)
+	}
+	return w, nil
+}
+
+// newPeer decodes rank r's record and picks how to reach it.
+func (w *Window) newPeer(r int, rec []byte, key [32]byte, messages bool) (*peer, error) {
+	q := &peer{rank: r, lostCh: make(chan struct{}), mode: modeMsg}
+	if binary.LittleEndian.Uint32(rec[0:]) != recMagic {
+		return nil, errors.New("bad magic")
+	}
+	q.nonce = binary.LittleEndian.Uint32(rec[4:])
+	size := binary.LittleEndian.Uint64(rec[8:])
+	if size > maxPayload {
+		return nil, fmt.Errorf("size %d too large", size)
+	}
+	q.size = int(size)
+	q.pid = int(binary.LittleEndian.Uint32(rec[16:]))
+	kind := rec[20]
+	if (kind == kindAlloc) != w.alloc || (kind != kindAlloc && kind != kindUser) {
+		return nil, errors.New("ranks disagree about the kind of window")
+	}
+	if rec[21] > 64 {
+		return nil, errors.New("bad segment name length")
+	}
+	name := string(rec[64 : 64+int(rec[21])])
+	q.base = uintptr(binary.LittleEndian.Uint64(rec[24:]))
+	if r == w.rank {
+		q.mode = modeSelf
+		return q, nil
+	}
+	if messages || !haveSegments || [32]byte(rec[32:64]) != key {
+		return q, nil
+	}
+	dataLen := 0
+	if w.alloc {
+		dataLen = q.size
+	}
+	s, err := openSegment(name, dataLen, q.nonce)
+	if err != nil {
+		return q, nil // reach it by messages
+	}
+	if w.alloc {
+		q.seg, q.data, q.mode = s, s.data(q.size), modeMapped
+		return q, nil
+	}
+	if err := cmaProbe(q.pid, q.base, q.size); err != nil {
+		s.unmap()
+		return q, nil
+	}
+	q.seg, q.mode = s, modeCMA
+	return q, nil
+}
+
+// Size returns the bytes rank exposes, or 0 for a rank out of range.
+func (w *Window) Size(rank int) int {
+	if rank < 0 || rank >= w.size {
+		return 0
+	}
+	return w.peers[rank].size
+}
+
+// Bytes returns this rank's exposed memory.
+func (w *Window) Bytes() []byte { return w.mem }
+
+// ID returns the window's number.
+func (w *Window) ID() uint32 { return w.id }
+
+// Mode names how this rank reaches rank r: "self", "mapped",
+// "cross-memory" or "messages".
+func (w *Window) Mode(r int) string {
+	return [...]string{"self", "mapped", "cross-memory", "messages"}[w.peers[r].mode]
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errs.ErrInvalidArgument}, args...)...)
+}
+
+// Shape is a strided access: Rows rows of Len bytes; the rows are Pitch
+// bytes apart in the window and LocalPitch apart in the local buffer.
+// Rows 0 or 1 is a contiguous access of Len bytes.
+type Shape struct {
+	Rows, Len, Pitch, LocalPitch int
+}
+
+// check validates an access and returns the target's peer.
+func (w *Window) check(target, off int, loc []byte, s *Shape) (*peer, error) {
+	if target < 0 || target >= w.size {
+		return nil, invalid("window %d: target %d outside [0, %d)", w.id, target, w.size)
+	}
+	q := w.peers[target]
+	rows := max(s.Rows, 1)
+	if s.Rows < 0 || !copyeng.InBounds(off, rows, s.Len, s.Pitch, q.size) {
+		if rows == 1 {
+			return nil, invalid("window %d: target %d offset %d length %d outside its %d bytes", w.id, target, off, s.Len, q.size)
+		}
+		return nil, invalid("window %d: target %d offset %d, %d rows of %d bytes at pitch %d, outside its %d bytes",
+			w.id, target, off, rows, s.Len, s.Pitch, q.size)
+	}
+	if !copyeng.InBounds(0, rows, s.Len, s.LocalPitch, len(loc)) {
+		return nil, invalid("window %d: local buffer of %d bytes too short for %d rows of %d bytes at pitch %d",
+			w.id, len(loc), rows, s.Len, s.LocalPitch)
+	}
+	return q, w.usable(q)
+}
+
+// usable returns why operations on q cannot run, or nil.
+func (w *Window) usable(q *peer) error {
+	if w.closed.Load() {
+		return fmt.Errorf("window %d: %w", w.id, errs.ErrClosed)
+	}
+	if e := w.broken.Load(); e != nil {
+		return fmt.Errorf("window %d unusable after an earlier failure: %w: %w", w.id, errs.ErrAborted, *e)
+	}
+	if q != nil {
+		if e := q.lost.Load(); e != nil {
+			return *e
+		}
+	}
+	return nil
+}
+
+// Put writes the rows of src described by s to target's window at off.
+func (w *Window) Put(ctx context.Context, target, off int, src []byte, s Shape) error {
+	return w.put(ctx, target, off, src, s, -1, 0)
+}
+
+// PutSignal is Put followed by an atomic add of add to target's signal sig,
+// ordered after the bytes.
+func (w *Window) PutSignal(ctx context.Context, target, off int, src []byte, s Shape, sig int, add uint64) error {
+	if sig < 0 || sig >= NumSignals {
+		return invalid("window %d: signal %d outside [0, %d)", w.id, sig, NumSignals)
+	}
+	return w.put(ctx, target, off, src, s, sig, add)
+}
+
+func (w *Window) put(ctx context.Context, target, off int, src []byte, s Shape, sig int, add uint64) error {
+	q, err := w.check(target, off, src, &s)
+	if err != nil {
+		return err
+	}
+	w.life.RLock()
+	defer w.life.RUnlock()
+	if err := w.usable(q); err != nil {
+		return err
+	}
+	rows := max(s.Rows, 1)
+	switch q.mode {
+	case modeSelf:
+		copyRows(w.mem, off, s.Pitch, src, 0, s.LocalPitch, rows, s.Len)
+		if sig >= 0 {
+			signal(w.seg, sig, add)
+		}
+		return nil
+	case modeMapped:
+		copyRows(q.data, off, s.Pitch, src, 0, s.LocalPitch, rows, s.Len)
+		if sig >= 0 {
+			signal(q.seg, sig, add)
+		}
+		return nil
+	case modeCMA:
+		if err := w.cma(q, true, src, off, &s); err != nil {
+			return err
+		}
+		if sig >= 0 {
+			signal(q.seg, sig, add)
+		}
+		return nil
+	}
+	h := header{op: opPut, win: w.id, nonce: q.nonce, off: uint64(off), n: uint64(s.Len), pitch: uint64(s.Pitch)}
+	if s.Rows > 1 {
+		h.rows = uint32(s.Rows)
+	}
+	if sig >= 0 {
+		h.op, h.sig, h.add = opPutSignal, uint32(sig), add
+	}
+	return w.request(ctx, q, &h, src, s.LocalPitch)
+}
+
+// Get reads the rows described by s from target's window at off into dst.
+func (w *Window) Get(ctx context.Context, target, off int, dst []byte, s Shape) error {
+	q, err := w.check(target, off, dst, &s)
+	if err != nil {
+		return err
+	}
+	w.life.RLock()
+	defer w.life.RUnlock()
+	if err := w.usable(q); err != nil {
+		return err
+	}
+	rows := max(s.Rows, 1)
+	switch q.mode {
+	case modeSelf:
+		copyRows(dst, 0, s.LocalPitch, w.mem, off, s.Pitch, rows, s.Len)
+		return nil
+	case modeMapped:
+		copyRows(dst, 0, s.LocalPitch, q.data, off, s.Pitch, rows, s.Len)
+		return nil
+	case modeCMA:
+		return w.cma(q, false, dst, off, &s)
+	}
+	h := header{op: opGet, win: w.id, nonce: q.nonce, off: uint64(off), n: uint64(s.Len), pitch: uint64(s.Pitch)}
+	if s.Rows > 1 {
+		h.rows = uint32(s.Rows)
+	}
+	return w.request(ctx, q, &h, dst, s.LocalPitch)
+}
+
+// copyRows copies rows rows of n bytes; the caller has checked the bounds.
+func copyRows(dst []byte, doff, dpitch int, src []byte, soff, spitch, rows, n int) {
+	if n == 0 {
+		return
+	}
+	for r := range rows {
+		d, s := doff+r*dpitch, soff+r*spitch
+		copy(dst[d:d+n], src[s:s+n])
+	}
+}
+
+func (w *Window) cma(q *peer, write bool, loc []byte, off int, s *Shape) error {
+	err := cmaRows(q.pid, write, loc, s.LocalPitch, q.base, off, s.Rows, s.Len, s.Pitch)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errProcessGone) || !pidAlive(q.pid) {
+		return w.lose(q, &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: errors.New("process exited")})
+	}
+	return fmt.Errorf("window %d: cross-memory access to rank %d: %w", w.id, q.rank, err)
+}
+
+// signal adds add to signal sig of the segment and wakes its waiters.
+func signal(s *segment, sig int, add uint64) {
+	if raceEnabled {
+		raceMu.Lock()
+		defer raceMu.Unlock()
+	}
+	atomic.AddUint64(&s.sigs()[sig], add)
+	atomic.AddUint32(s.u32(bellOff), 1)
+	if atomic.LoadUint32(s.u32(waitersOff)) > 0 {
+		futexWakeAll(s.u32(bellOff))
+	}
+}
+
+// Flush returns once every earlier Put to target (-1: every rank) is
+// visible there. Puts complete before they return (copies, system calls,
+// or acknowledged requests), so Flush only reports whether the targets
+// are still reachable.
+func (w *Window) Flush(ctx context.Context, target int) error {
+	if target < -1 || target >= w.size {
+		return invalid("window %d: target %d outside [-1, %d)", w.id, target, w.size)
+	}
+	if target >= 0 {
+		return w.usable(w.peers[target])
+	}
+	for _, q := range w.peers {
+		if err := w.usable(q); err != nil {
+			return err
+		}
+	}
+	raceSync()
+	return ctx.Err()
+}
+
+// Signal returns the current value of this rank's signal sig.
+func (w *Window) Signal(sig int) uint64 {
+	return loadSignal(&w.seg.sigs()[sig])
+}
+
+// raceMu gives the race detector the happens-before edge that the atomic
+// signal words in mapped memory (which it does not watch) provide.
+var raceMu sync.Mutex
+
+// raceSync marks, for the race detector, a point where causality runs
+// through another process (a request and the peer's reaction to it).
+func raceSync() {
+	if raceEnabled {
+		raceMu.Lock()
+		raceMu.Unlock() //nolint:staticcheck // an empty critical section is the point
+	}
+}
+
+func loadSignal(p *uint64) uint64 {
+	if raceEnabled {
+		raceMu.Lock()
+		defer raceMu.Unlock()
+	}
+	return atomic.LoadUint64(p)
+}
+
+// WaitSignal waits until this rank's signal sig is at least atLeast and
+// returns its value. It polls briefly, then sleeps on the bell.
+func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint64, error) {
+	if sig < 0 || sig >= NumSignals {
+		return 0, invalid("window %d: signal %d outside [0, %d)", w.id, sig, NumSignals)
+	}
+	w.life.RLock()
+	defer w.life.RUnlock()
+	if err := w.usable(nil); err != nil {
+		return 0, err
+	}
+	word := &w.seg.sigs()[sig]
+	for i := range 2000 {
+		if v := loadSignal(word); v >= atLeast {
+			return v, nil
+		}
+		if i%64 == 63 {
+			runtime.Gosched()
+		}
+	}
+	bell, waiters := w.seg.u32(bellOff), w.seg.u32(waitersOff)
+	for {
+		b := atomic.LoadUint32(bell)
+		if v := loadSignal(word); v >= atLeast {
+			return v, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return atomic.LoadUint64(word), err
+		}
+		if err := w.usable(nil); err != nil {
+			return 0, err
+		}
+		d := 20 * time.Millisecond
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, max(time.Until(dl), time.Microsecond))
+		}
+		atomic.AddUint32(waiters, 1)
+		if atomic.LoadUint64(word) < atLeast {
+			futexSleep(bell, b, d)
+		}
+		atomic.AddUint32(waiters, ^uint32(0))
+	}
+}
+
+// Close releases the window. The caller has made sure no peer accesses it
+// any more (a barrier); operations still running fail.
+func (w *Window) Close() error {
+	if w.closed.Swap(true) {
+		return fmt.Errorf("window %d: %w", w.id, errs.ErrClosed)
+	}
+	futexWakeAll(w.seg.u32(bellOff))
+	err := w.t.Close()
+	w.workers.Wait()
+	w.life.Lock()
+	defer w.life.Unlock()
+	for _, q := range w.peers {
+		if q.seg != nil {
+			q.seg.unmap()
+		}
+	}
+	w.seg.unmap()
+	return err
+}
+
+// lose records that q is gone and returns err.
+func (w *Window) lose(q *peer, err error) error {
+	if q.lost.CompareAndSwap(nil, &err) {
+		close(q.lostCh)
+	}
+	return *q.lost.Load()
+}
+
+// poison makes the window unusable after a request whose reply can no
+// longer be awaited safely.
+func (w *Window) poison(err error) {
+	if w.broken.CompareAndSwap(nil, &err) {
+		w.t.Abort(err)
+	}
+}
+
+// Synced is called after a barrier that orders accesses of other
+// processes; it tells the race detector.
+func (w *Window) Synced() { raceSync() }
+
+// Closed reports whether Close was called.
+func (w *Window) Closed() bool { return w.closed.Load() }

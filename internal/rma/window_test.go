@@ -1,0 +1,475 @@
+package rma
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/transport/local"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// gather is an in-process all-gather and barrier for the tests' ranks.
+type gather struct {
+	n    int
+	mu   sync.Mutex
+	recs []byte
+	got  int
+	done chan struct{}
+	out  []byte
+}
+
+func newGather(n int) *gather { return &gather{n: n, done: make(chan struct{})} }
+
+func (g *gather) exchange(rank int) func(context.Context, []byte) ([]byte, error) {
+	return func(ctx context.Context, rec []byte) ([]byte, error) {
+		g.mu.Lock()
+		if g.recs == nil {
+			g.recs = make([]byte, g.n*len(rec))
+		}
+		copy(g.recs[rank*len(rec):], rec)
+		g.got++
+		done := g.done
+		if g.got == g.n {
+			g.out, g.recs, g.got = g.recs, nil, 0
+			g.done = make(chan struct{})
+			close(done)
+		}
+		out := &g.out
+		g.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return bytes.Clone(*out), nil
+	}
+}
+
+func (g *gather) barrier(rank int) func(context.Context) error {
+	ex := g.exchange(rank)
+	return func(ctx context.Context) error {
+		_, err := ex(ctx, make([]byte, RecordSize))
+		return err
+	}
+}
+
+type kind struct {
+	name     string
+	alloc    bool
+	messages bool
+	mode     string
+}
+
+var kinds = []kind{
+	{"alloc", true, false, "mapped"},
+	{"user", false, false, "cross-memory"},
+	{"alloc-messages", true, true, "messages"},
+	{"user-messages", false, true, "messages"},
+}
+
+// group makes a window over n ranks of one process, each exposing size
+// bytes.
+func group(t *testing.T, n, size int, k kind) []*Window {
+	t.Helper()
+	f := local.NewFabric(n)
+	g := newGather(n)
+	ws := make([]*Window, n)
+	errc := make(chan error, n)
+	for r := range n {
+		go func() {
+			p := Params{Rank: r, Size: n, ID: 7, T: f.Endpoint(r), Alloc: -1, Chunk: 1000,
+				Exchange: g.exchange(r), Barrier: g.barrier(r), Messages: k.messages}
+			if k.alloc {
+				p.Alloc = size
+			} else {
+				p.Buf = make([]byte, size)
+			}
+			w, err := New(context.Background(), p)
+			ws[r] = w
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	})
+	return ws
+}
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+func TestPutGet(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			const n, size = 3, 5000
+			ws := group(t, n, size, k)
+			if m := ws[0].Mode(1); m != k.mode {
+				t.Fatalf("rank 0 reaches rank 1 by %s, want %s", m, k.mode)
+			}
+			var wg sync.WaitGroup
+			errc := make(chan error, n)
+			for r, w := range ws {
+				wg.Go(func() {
+					// Each rank writes its part of every window: bytes [r*1500, r*1500+1500).
+					for tg := range n {
+						if err := w.Put(ctx, tg, r*1500, pattern(1500, byte(r)), Shape{Len: 1500}); err != nil {
+							errc <- fmt.Errorf("rank %d Put to %d: %w", r, tg, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errc)
+			for err := range errc {
+				t.Fatal(err)
+			}
+			for r, w := range ws {
+				for src := range n {
+					if !bytes.Equal(w.Bytes()[src*1500:src*1500+1500], pattern(1500, byte(src))) {
+						t.Fatalf("rank %d's window: part of rank %d wrong", r, src)
+					}
+				}
+				got := make([]byte, 1500)
+				tg := (r + 1) % n
+				if err := w.Get(ctx, tg, 1500, got, Shape{Len: 1500}); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, pattern(1500, 1)) {
+					t.Fatalf("rank %d Get from %d: wrong bytes", r, tg)
+				}
+			}
+		})
+	}
+}
+
+func TestStrided(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ws := group(t, 2, 100, k)
+			// A 3x4 block out of a local 3x10 matrix into a 10x10 window at (2, 5).
+			src := pattern(30, 1)
+			s := Shape{Rows: 3, Len: 4, Pitch: 10, LocalPitch: 10}
+			if err := ws[0].Put(ctx, 1, 25, src, s); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, 100)
+			for r := range 3 {
+				copy(want[25+10*r:25+10*r+4], src[10*r:10*r+4])
+			}
+			if !bytes.Equal(ws[1].Bytes(), want) {
+				t.Fatalf("window after PutStrided:\n%v\nwant\n%v", ws[1].Bytes(), want)
+			}
+			got := make([]byte, 12)
+			if err := ws[0].Get(ctx, 1, 25, got, Shape{Rows: 3, Len: 4, Pitch: 10, LocalPitch: 4}); err != nil {
+				t.Fatal(err)
+			}
+			for r := range 3 {
+				if !bytes.Equal(got[4*r:4*r+4], src[10*r:10*r+4]) {
+					t.Fatalf("GetStrided row %d: %v", r, got)
+				}
+			}
+		})
+	}
+}
+
+func TestPutSignal(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ws := group(t, 2, 64, k)
+			done := make(chan error, 1)
+			go func() {
+				for i := uint64(1); i <= 50; i++ {
+					if err := ws[0].PutSignal(ctx, 1, 0, pattern(8, byte(i)), Shape{Len: 8}, 3, 1); err != nil {
+						done <- err
+						return
+					}
+					if _, err := ws[0].WaitSignal(ctx, 5, i); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			for i := uint64(1); i <= 50; i++ {
+				v, err := ws[1].WaitSignal(ctx, 3, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v != i {
+					t.Fatalf("signal %d, want %d", v, i)
+				}
+				if !bytes.Equal(ws[1].Bytes()[:8], pattern(8, byte(i))) {
+					t.Fatalf("round %d: the signal arrived before the data", i)
+				}
+				if err := ws[1].PutSignal(ctx, 0, 0, nil, Shape{}, 5, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestBounds(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ws := group(t, 2, 100, k)
+			src := make([]byte, 200)
+			for _, tc := range []struct {
+				name   string
+				target int
+				off    int
+				buf    []byte
+				s      Shape
+				want   string
+			}{
+				{"past the end", 1, 90, src, Shape{Len: 11}, "offset 90 length 11"},
+				{"negative offset", 1, -1, src, Shape{Len: 1}, "offset -1"},
+				{"too long", 1, 0, src, Shape{Len: 101}, "length 101"},
+				{"strided past the end", 1, 50, src, Shape{Rows: 6, Len: 1, Pitch: 10, LocalPitch: 1}, "6 rows"},
+				{"overlapping rows", 1, 0, src, Shape{Rows: 2, Len: 10, Pitch: 5, LocalPitch: 10}, "pitch 5"},
+				{"short local buffer", 1, 0, src[:5], Shape{Len: 10}, "local buffer"},
+				{"bad target", 2, 0, src, Shape{Len: 1}, "target 2"},
+				{"negative target", -1, 0, src, Shape{Len: 1}, "target -1"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					for _, op := range []string{"Put", "Get"} {
+						var err error
+						if op == "Put" {
+							err = ws[0].Put(ctx, tc.target, tc.off, tc.buf, tc.s)
+						} else {
+							err = ws[0].Get(ctx, tc.target, tc.off, tc.buf, tc.s)
+						}
+						if !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) ||
+							!strings.Contains(err.Error(), "window 7") {
+							t.Fatalf("%s: %v; want ErrInvalidArgument naming the window and %q", op, err, tc.want)
+						}
+					}
+				})
+			}
+			if !bytes.Equal(ws[1].Bytes(), make([]byte, 100)) {
+				t.Fatal("a refused Put changed the target's window")
+			}
+			if err := ws[0].PutSignal(ctx, 1, 0, nil, Shape{}, NumSignals, 1); !errors.Is(err, errs.ErrInvalidArgument) {
+				t.Fatalf("PutSignal to signal %d: %v", NumSignals, err)
+			}
+			if _, err := ws[0].WaitSignal(ctx, -1, 1); !errors.Is(err, errs.ErrInvalidArgument) {
+				t.Fatalf("WaitSignal on signal -1: %v", err)
+			}
+		})
+	}
+}
+
+func TestClosed(t *testing.T) {
+	ctx := context.Background()
+	ws := group(t, 2, 10, kinds[0])
+	for _, w := range ws {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ws[0].Put(ctx, 1, 0, []byte{1}, Shape{Len: 1}); !errors.Is(err, errs.ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
+	}
+	if _, err := ws[0].WaitSignal(ctx, 0, 1); !errors.Is(err, errs.ErrClosed) {
+		t.Fatalf("WaitSignal after Close: %v", err)
+	}
+	if err := ws[0].Close(); !errors.Is(err, errs.ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestPeerLost(t *testing.T) {
+	ctx := context.Background()
+	for _, k := range kinds[2:] {
+		t.Run(k.name, func(t *testing.T) {
+			ws := group(t, 2, 10, k)
+			ws[1].t.Abort(errors.New("test: rank 1 dies"))
+			// The progress goroutine notices; every later access fails.
+			<-ws[0].peers[1].lostCh
+			err := ws[0].Put(ctx, 1, 0, []byte{1}, Shape{Len: 1})
+			if !errors.Is(err, errs.ErrAborted) && !errors.Is(err, errs.ErrPeerLost) {
+				t.Fatalf("Put to a lost rank: %v", err)
+			}
+			if err := ws[0].Flush(ctx, 1); err == nil {
+				t.Fatal("Flush to a lost rank succeeded")
+			}
+		})
+	}
+}
+
+func TestWaitSignalDeadline(t *testing.T) {
+	ws := group(t, 2, 10, kinds[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := ws[0].WaitSignal(ctx, 0, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitSignal with nobody signalling: %v", err)
+	}
+}
+
+// A hostile peer: rank 1 speaks the message protocol by hand.
+func TestHostilePeer(t *testing.T) {
+	ctx := context.Background()
+	f := local.NewFabric(2)
+	g := newGather(2)
+	var w *Window
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		w, err = New(ctx, Params{Rank: 0, Size: 2, ID: 3, T: f.Endpoint(0), Alloc: 64,
+			Exchange: g.exchange(0), Barrier: g.barrier(0), Messages: true})
+		errc <- err
+	}()
+	var rec [RecordSize]byte
+	binary.LittleEndian.PutUint32(rec[0:], recMagic)
+	rec[20] = kindAlloc
+	all, err := g.exchange(1)(ctx, rec[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := binary.LittleEndian.Uint32(all[4:])
+	if err := g.barrier(1)(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ep := f.Endpoint(1)
+	fp := w.fp
+	send := func(h header, payload []byte) {
+		t.Helper()
+		var b [headerSize]byte
+		h.encode(b[:])
+		if err := ep.Send(ctx, 0, &fp, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		_, n := h.payloadRows()
+		for off := 0; off < len(payload); off += n { // one message per row
+			if err := ep.Send(ctx, 0, &fp, payload[off:off+n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recvReply := func() header {
+		t.Helper()
+		var b [headerSize]byte
+		if err := ep.Recv(ctx, 0, &fp, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		var h header
+		if err := h.decode(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name string
+		h    header
+		want uint8
+	}{
+		{"past the end", header{op: opPut, win: 3, nonce: nonce, off: 60, n: 5}, stBounds},
+		{"offset past the end", header{op: opPut, win: 3, nonce: nonce, off: 1 << 40, n: 1}, stBounds},
+		{"strided past the end", header{op: opPut, win: 3, nonce: nonce, off: 0, n: 4, rows: 5, pitch: 16}, stBounds},
+		{"overlapping rows", header{op: opPut, win: 3, nonce: nonce, off: 0, n: 4, rows: 2, pitch: 1}, stBounds},
+		{"stale window", header{op: opPut, win: 2, nonce: nonce, off: 0, n: 4}, stStale},
+		{"stale nonce", header{op: opPut, win: 3, nonce: nonce + 1, off: 0, n: 4}, stStale},
+		{"bad signal", header{op: opPutSignal, win: 3, nonce: nonce, n: 1, sig: NumSignals}, stBadSignal},
+		{"get past the end", header{op: opGet, win: 3, nonce: nonce, off: 1, n: 64}, stBounds},
+		{"in range", header{op: opPut, win: 3, nonce: nonce, off: 8, n: 4}, stOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, n := tc.h.payloadRows()
+			var payload []byte
+			if tc.h.op != opGet {
+				payload = bytes.Repeat([]byte{0xee}, rows*n)
+			}
+			send(tc.h, payload)
+			if r := recvReply(); r.status != tc.want || r.op != opReply {
+				t.Fatalf("reply %+v, want status %d", r, tc.want)
+			}
+		})
+	}
+	want := make([]byte, 64)
+	copy(want[8:], []byte{0xee, 0xee, 0xee, 0xee})
+	if !bytes.Equal(w.Bytes(), want) {
+		t.Fatalf("window after hostile requests: %v", w.Bytes())
+	}
+	if v := w.Signal(0); v != 0 {
+		t.Fatalf("signal 0 = %d after a refused PutSignal", v)
+	}
+	// A malformed header ends the peer's stream; nothing panics.
+	var bad [headerSize]byte
+	copy(bad[:], "not a header")
+	if err := ep.Send(ctx, 0, &fp, bad[:]); err != nil {
+		t.Fatal(err)
+	}
+	<-w.peers[1].lostCh
+	if err := w.Put(ctx, 1, 0, nil, Shape{}); !errors.Is(err, errs.ErrPeerLost) {
+		t.Fatalf("Put to a peer that broke the protocol: %v", err)
+	}
+	ep.Close()
+}
+
+func FuzzDecodeHeader(f *testing.F) {
+	var b [headerSize]byte
+	(&header{op: opPut, win: 1, nonce: 2, off: 3, n: 4}).encode(b[:])
+	f.Add(b[:])
+	(&header{op: opGet, rows: 3, n: 4, pitch: 8}).encode(b[:])
+	f.Add(b[:])
+	f.Add([]byte("short"))
+	w := &Window{id: 1, nonce: 2, mem: make([]byte, 100)}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var h header
+		if h.decode(in) != nil {
+			return
+		}
+		var out [headerSize]byte
+		h.encode(out[:])
+		if !bytes.Equal(out[:], in) {
+			t.Fatalf("decode/encode changed the header: %x -> %x", in, out)
+		}
+		rows, n := h.payloadRows()
+		if rows*n > maxPayload || rows < 0 || n < 0 {
+			t.Fatalf("payload of %d rows of %d bytes accepted", rows, n)
+		}
+		if w.validate(&h) == stOK && h.op != opReply {
+			end := int(h.off) + (max(int(h.rows), 1)-1)*int(h.pitch) + int(h.n)
+			if h.n > 0 && end > len(w.mem) {
+				t.Fatalf("request reaching byte %d of a window of %d accepted", end, len(w.mem))
+			}
+		}
+	})
+}
