@@ -50,6 +50,8 @@ func TestRankProcess(t *testing.T) {
 		rankMatrix[float64](t, comms)
 	case "large":
 		rankLarge(t, c)
+	case "window":
+		rankWindowProcess(t, c)
 	case "split":
 		rankSplit(t, c)
 	case "streams":

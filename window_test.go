@@ -1,0 +1,212 @@
+package hcomm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// rankWindow is one rank's part of the window tests: every rank calls it.
+func rankWindow(t *testing.T, c *Comm, alloc bool) {
+	ctx := context.Background()
+	me, n := c.Rank(), c.Size()
+	const part = 3000
+	size := n * part
+	var w *Window
+	var err error
+	if alloc {
+		w, err = c.AllocWindow(ctx, size)
+	} else {
+		w, err = c.NewWindow(ctx, make([]byte, size))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per, _ := strconv.Atoi(os.Getenv("HCOMM_TEST_PER_HOST")); per > 0 {
+		for p := range n {
+			mode := w.w.Mode(p)
+			switch {
+			case p == me:
+			case p/per != me/per && mode != "messages":
+				t.Errorf("rank %d reaches rank %d (other host) by %s", me, p, mode)
+			case p/per == me/per && mode == "messages":
+				t.Errorf("rank %d reaches rank %d (same host) by messages", me, p)
+			}
+		}
+	}
+	if got := w.Size(me); got != size || len(w.Bytes()) != size {
+		t.Fatalf("Size(%d) = %d, Bytes %d, want %d", me, got, len(w.Bytes()), size)
+	}
+	fill := func(seed int) []byte {
+		b := make([]byte, part)
+		for i := range b {
+			b[i] = byte(seed*31 + i)
+		}
+		return b
+	}
+	// Every rank writes its part of every rank's window.
+	for tg := range n {
+		if err := w.Put(ctx, tg, me*part, fill(me)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for src := range n {
+		if !bytes.Equal(w.Bytes()[src*part:(src+1)*part], fill(src)) {
+			t.Fatalf("rank %d: the part rank %d put is wrong", me, src)
+		}
+	}
+	// Get the next rank's window back.
+	next, prev := (me+1)%n, (me+n-1)%n
+	got := make([]byte, size)
+	if err := w.Get(ctx, next, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	for src := range n {
+		if !bytes.Equal(got[src*part:(src+1)*part], fill(src)) {
+			t.Fatalf("rank %d: Get from %d: part %d wrong", me, next, src)
+		}
+	}
+	if err := w.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A ring of PutSignal / WaitSignal: the data is there when the signal is.
+	for round := uint64(1); round <= 20; round++ {
+		msg := []byte(fmt.Sprintf("round %02d from %d", round, me))
+		if err := w.PutSignal(ctx, next, 0, msg, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		v, err := w.WaitSignal(ctx, 1, round)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != round {
+			t.Fatalf("signal %d in round %d", v, round)
+		}
+		if want := fmt.Sprintf("round %02d from %d", round, prev); string(w.Bytes()[:len(want)]) != want {
+			t.Fatalf("rank %d round %d: %q, want %q", me, round, w.Bytes()[:len(want)], want)
+		}
+		// Do not overwrite the next rank's bytes before it read them.
+		if err := w.PutSignal(ctx, prev, 0, nil, 2, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WaitSignal(ctx, 2, round); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A 4x5 block from a local 4x10 matrix to (row 2, column 3) of the
+	// next rank's window seen as rows of 100 bytes, and back.
+	if err := w.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mat := bytes.Repeat([]byte("0123456789"), 4)
+	if err := w.PutStrided(ctx, next, 203, mat, 4, 5, 10, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 4 {
+		if row := string(w.Bytes()[203+100*r : 208+100*r]); row != "01234" {
+			t.Fatalf("strided row %d: %q", r, row)
+		}
+	}
+	block := make([]byte, 20)
+	if err := w.GetStrided(ctx, next, 203, block, 4, 5, 100, 5); err != nil {
+		t.Fatal(err)
+	}
+	if string(block) != strings.Repeat("01234", 4) {
+		t.Fatalf("GetStrided: %q", block)
+	}
+	// Out of range: refused locally, nothing written anywhere.
+	err = w.Put(ctx, next, size-2, []byte("xyz"))
+	var oe *OpError
+	if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &oe) || oe.Op != "Put" || oe.Peer != next ||
+		!strings.Contains(err.Error(), fmt.Sprintf("offset %d length 3", size-2)) {
+		t.Fatalf("Put past the end: %v", err)
+	}
+	if err := w.GetStrided(ctx, next, 0, block, 4, 5, 100000, 5); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("GetStrided past the end: %v", err)
+	}
+	if err := w.PutSignal(ctx, next, 0, nil, WindowSignals, 1); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("PutSignal to signal %d: %v", WindowSignals, err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put(ctx, next, 0, []byte{1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
+	}
+	if err := w.Close(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestWindowLocal(t *testing.T) {
+	for _, messages := range []bool{false, true} {
+		for _, alloc := range []bool{true, false} {
+			t.Run(fmt.Sprintf("alloc=%v/messages=%v", alloc, messages), func(t *testing.T) {
+				windowMessages = messages
+				defer func() { windowMessages = false }()
+				comms, err := NewLocal(context.Background(), 3, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for _, c := range comms {
+					wg.Go(func() { rankWindow(t, c, alloc) })
+				}
+				wg.Wait()
+				for _, c := range comms {
+					c.Close()
+				}
+			})
+		}
+	}
+}
+
+func TestWindowAllocNegative(t *testing.T) {
+	comms, err := NewLocal(context.Background(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	if _, err := comms[0].AllocWindow(context.Background(), -1); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("AllocWindow(-1): %v", err)
+	}
+}
+
+// rankWindowProcess runs the window tests in a rank process.
+func rankWindowProcess(t *testing.T, c *Comm) {
+	windowMessages = os.Getenv("HCOMM_TEST_WINDOW_MESSAGES") == "1"
+	rankWindow(t, c, true)
+	rankWindow(t, c, false)
+}
+
+// TestWindowMultiProcess runs the window tests with separate processes:
+// mapped and cross-memory access over shm, and the message path over shm
+// and TCP.
+func TestWindowMultiProcess(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, tc := range []struct {
+		tr       string
+		messages string
+	}{{"shm", "0"}, {"shm", "1"}, {"tcp", "1"}} {
+		t.Run(tc.tr+"/messages="+tc.messages, func(t *testing.T) {
+			out, err := spawnJob(t, 3, "window", "HCOMM_TRANSPORT="+tc.tr, "HCOMM_TEST_WINDOW_MESSAGES="+tc.messages)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
