@@ -1,6 +1,9 @@
-// Command hcomm is hcomm's tool: it benchmarks collectives (perf), and —
-// as the library grows — launches jobs and inspects topologies.
+// Command hcomm is hcomm's tool: it launches jobs (run), serves rendezvous
+// stores for other launchers (store), measures collectives (perf), prints
+// topologies (topo) and says which build it is (version).
 //
+//	go install github.com/hcomm-go/hcomm/cmd/hcomm@latest
+//	hcomm run -n 4 -- ./prog
 //	hcomm perf -n 4 -op allreduce -b 8 -e 64M
 package main
 
@@ -17,6 +20,7 @@ commands:
   run     launch a job's ranks, like mpirun or torchrun (hcomm run -h)
   store   serve a rendezvous store for jobs started by other launchers (hcomm store -h)
   topo    print the topology a job sees (hcomm topo -h)
+  version print hcomm's version, the Go release that built it and its commit
 `
 
 func main() {
@@ -34,6 +38,8 @@ func main() {
 		err = storeCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "topo":
 		err = topoCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "version", "-version", "--version":
+		err = versionCmd(os.Args[2:], os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -100,7 +100,7 @@ func perfMain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pc.replot) > 0 {
-		return replot(pc)
+		return replot(pc, stderr)
 	}
 	ctx := context.Background()
 	if os.Getenv("HCOMM_RANK") != "" {

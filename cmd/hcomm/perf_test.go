@@ -554,11 +554,34 @@ func TestReadRowsAndReplot(t *testing.T) {
 		t.Fatalf("readRows = %+v, %v", rows, err)
 	}
 	svg := filepath.Join(dir, "cmp.svg")
-	if err := perfMain([]string{"-n", "2", "-plot", svg, "-replot", csvFile + "," + jsonFile}, io.Discard, io.Discard); err != nil {
+	var notes strings.Builder
+	if err := perfMain([]string{"-n", "2", "-plot", svg, "-replot", csvFile + "," + jsonFile}, io.Discard, &notes); err != nil {
 		t.Fatal(err)
 	}
 	if s := checkSVG(t, svg, 2); !strings.Contains(s, "openmpi-sm") || strings.Contains(s, "memcpy") {
 		t.Errorf("replot drew the wrong series")
+	}
+	if want := "hcomm perf: -replot left out 1 row(s) of memcpy (not collectives perf measures)\n" +
+		"hcomm perf: -replot left out 1 row(s) of other rank counts than -n 2\n"; notes.String() != want {
+		t.Errorf("replot notes %q, want %q", notes.String(), want)
+	}
+	// Without -op every collective is drawn; with it, the others are
+	// left out, and said so.
+	mixed := filepath.Join(dir, "mixed.csv")
+	os.WriteFile(mixed, []byte("h,allreduce,2,8,1,1,1\nh,allreduce,2,64,1,1,2\nh,alltoall,2,8,1,1,1\nh,alltoall,2,64,1,1,2\n"), 0o644)
+	notes.Reset()
+	if err := perfMain([]string{"-plot", svg, "-replot", mixed}, io.Discard, &notes); err != nil {
+		t.Fatal(err)
+	}
+	if s := checkSVG(t, svg, 2); !strings.Contains(s, "alltoall") || notes.Len() != 0 {
+		t.Errorf("replot without -op dropped a collective; notes %q", notes.String())
+	}
+	notes.Reset()
+	if err := perfMain([]string{"-op", "alltoall", "-plot", svg, "-replot", mixed}, io.Discard, &notes); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(notes.String(), "left out 2 row(s) of allreduce (not among -op)") {
+		t.Errorf("replot -op alltoall notes %q", notes.String())
 	}
 	for _, bad := range []string{"a,b,c\n", "x,allreduce,two,8,1,1,1\n", "{bad json\n"} {
 		if _, err := readRows(strings.NewReader(bad)); err == nil {
@@ -646,20 +669,35 @@ func TestChildArgs(t *testing.T) {
 	}
 }
 
-func TestInPlaceArgs(t *testing.T) {
+func TestOptionalValueArgs(t *testing.T) {
 	tests := map[string]string{
-		"-inplace":                "-inplace=true",
-		"-inplace both":           "-inplace both",
-		"-inplace false -csv":     "-inplace false -csv",
-		"-inplace -csv":           "-inplace=true -csv",
-		"--inplace -n 2":          "--inplace=true -n 2",
-		"-n 2 -- -inplace x":      "-n 2 -- -inplace x",
-		"-label -inplace -n 2":    "-label -inplace=true -n 2",
-		"-inplace=both -inplace1": "-inplace=both -inplace1",
+		"-inplace":                   "-inplace=true",
+		"-inplace both":              "-inplace=both",
+		"-inplace false -csv":        "-inplace=false -csv",
+		"-inplace -csv":              "-inplace=true -csv",
+		"--inplace -n 2":             "--inplace=true -n 2",
+		"-n 2 -- -inplace x":         "-n 2 -- -inplace x",
+		"-label -inplace -n 2":       "-label -inplace=true -n 2",
+		"-inplace=both -inplace1":    "-inplace=both -inplace1",
+		"-progress":                  "-progress=true",
+		"-progress true":             "-progress=true",
+		"-progress auto -csv":        "-progress=auto -csv",
+		"--progress 0":               "--progress=0",
+		"-progress -inplace both":    "-progress=true -inplace=both",
+		"-progress=false -progress":  "-progress=false -progress=true",
+		"---progress true":           "---progress true",
+		"progress true -inplace yes": "progress true -inplace=true yes",
 	}
 	for in, want := range tests {
-		if got := strings.Join(inPlaceArgs(strings.Fields(in)), " "); got != want {
-			t.Errorf("inPlaceArgs(%q) = %q, want %q", in, got, want)
+		if got := strings.Join(optionalValueArgs(strings.Fields(in)), " "); got != want {
+			t.Errorf("optionalValueArgs(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// What the help promises parses.
+	for _, args := range [][]string{{"-progress", "true"}, {"-progress", "false"}, {"-progress", "auto"}, {"-progress"},
+		{"-inplace", "both"}, {"-inplace"}, {"-inplace", "false"}} {
+		if _, err := parsePerfFlags(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
 		}
 	}
 }

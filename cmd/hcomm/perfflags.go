@@ -20,6 +20,7 @@ import (
 type perfConfig struct {
 	n       int
 	nSet    bool // -n was given (a filter for -replot)
+	opSet   bool // -op was given (a filter for -replot)
 	local   bool
 	trans   string
 	ops     []string
@@ -77,9 +78,6 @@ func (m *progressMode) Set(s string) error {
 	return nil
 }
 
-// IsBoolFlag lets -progress stand alone.
-func (m *progressMode) IsBoolFlag() bool { return true }
-
 // inPlaceFlag is -inplace: false, true or both.
 type inPlaceFlag struct{ modes *[]bool }
 
@@ -109,26 +107,37 @@ func (f inPlaceFlag) Set(s string) error {
 	return nil
 }
 
-// inPlaceArgs lets -inplace stand alone (meaning true) while
-// "-inplace both" also works: a bare -inplace not followed by one of its
-// values becomes -inplace=true.
-func inPlaceArgs(args []string) []string {
+// optionalValueFlags are perf's flags whose value may be left out, meaning
+// true, with the word besides true and false that each also accepts.
+var optionalValueFlags = map[string]string{"inplace": "both", "progress": "auto"}
+
+// optionalValueArgs lets -inplace and -progress stand alone (meaning true)
+// and take their value as the next argument too ("-progress auto",
+// "-inplace both", "-progress true"): a bare flag followed by one of its
+// values is joined with it, and one followed by anything else becomes
+// -flag=true.
+func optionalValueArgs(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
-		if a == "-inplace" || a == "--inplace" {
-			next := ""
-			if i+1 < len(args) {
-				next = args[i+1]
-			}
-			if _, err := strconv.ParseBool(next); err != nil && next != "both" {
-				a += "=true"
-			}
+		extra, ok := optionalValueFlags[strings.TrimLeft(a, "-")]
+		if !ok || !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "---") {
+			out = append(out, a)
+			continue
 		}
-		out = append(out, a)
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		if _, err := strconv.ParseBool(next); err == nil || next == extra {
+			out = append(out, a+"="+next)
+			i++
+			continue
+		}
+		out = append(out, a+"=true")
 	}
 	return out
 }
@@ -256,17 +265,20 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 	fs.BoolVar(&noHeader, "H", false, "no header line")
 	fs.StringVar(&pc.label, "label", "hcomm", "implementation label of the rows (impl column, plot legend)")
 	fs.StringVar(&pc.plot, "plot", "", "also draw busbw against size into this SVG file")
-	fs.StringVar(&replot, "replot", "", "draw -plot from these saved -csv/-json files (comma-separated) instead of measuring")
+	fs.StringVar(&replot, "replot", "", "draw -plot from these saved -csv/-json files (comma-separated) instead of measuring: rows of every collective, or of -op, and of -n if given")
 	fs.Var(&pc.verbose, "progress", "progress line on stderr: true, false or auto (when stderr is a terminal)")
-	if err := fs.Parse(inPlaceArgs(args)); err != nil {
+	if err := fs.Parse(optionalValueArgs(args)); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "n" {
+		switch f.Name {
+		case "n":
 			pc.nSet = true
+		case "op":
+			pc.opSet = true
 		}
 	})
 	if pc.n < 1 {
@@ -294,7 +306,7 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 	if pc.trans != "" && pc.trans != "shm" && pc.trans != "tcp" && pc.trans != "auto" {
 		return nil, fmt.Errorf("-transport %q: want shm, tcp or auto", pc.trans)
 	}
-	if ops == "all" {
+	if ops == "all" || replot != "" && !pc.opSet {
 		pc.ops = perfOps
 	} else {
 		for _, op := range strings.Split(ops, ",") {

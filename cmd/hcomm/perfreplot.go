@@ -52,10 +52,13 @@ func readRows(r io.Reader) ([]row, error) {
 	return rows, sc.Err()
 }
 
-// replot draws -plot from saved rows, keeping the ops of -op and, when -n
-// was given, that rank count.
-func replot(pc *perfConfig) error {
+// replot draws -plot from saved rows: those of the ops of -op (every
+// collective perf measures when -op was not given) and, when -n was given,
+// of that rank count. It says on errOut what it left out.
+func replot(pc *perfConfig, errOut io.Writer) error {
 	var rows []row
+	var skipOps []string
+	skipped, skippedRanks := 0, 0
 	for _, name := range pc.replot {
 		f, err := os.Open(name)
 		if err != nil {
@@ -67,10 +70,28 @@ func replot(pc *perfConfig) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		for _, r := range rs {
-			if slices.Contains(pc.ops, r.Op) && (!pc.nSet || r.Ranks == pc.n) {
+			switch {
+			case !slices.Contains(pc.ops, r.Op):
+				skipped++
+				if !slices.Contains(skipOps, r.Op) {
+					skipOps = append(skipOps, r.Op)
+				}
+			case pc.nSet && r.Ranks != pc.n:
+				skippedRanks++
+			default:
 				rows = append(rows, r)
 			}
 		}
+	}
+	if skipped > 0 {
+		why := "not among -op"
+		if !pc.opSet {
+			why = "not collectives perf measures"
+		}
+		fmt.Fprintf(errOut, "hcomm perf: -replot left out %d row(s) of %s (%s)\n", skipped, strings.Join(skipOps, ", "), why)
+	}
+	if skippedRanks > 0 {
+		fmt.Fprintf(errOut, "hcomm perf: -replot left out %d row(s) of other rank counts than -n %d\n", skippedRanks, pc.n)
 	}
 	if len(rows) == 0 {
 		return errors.New("-replot: no rows of the selected ops and ranks")

@@ -186,7 +186,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.DurationVar(&cfg.window, "report-window", defaultWindow, "after a rank fails, how long the others have to notice, report and exit on their own before they are stopped (0: stop at once)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the store's address and each rank's host and pid at start")
 	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
-	fs.Func("x", "pass `NAME[=VALUE]` to every rank (repeatable); without a value, the launcher's", func(s string) error {
+	fs.Func("x", "pass the variable `NAME[=VALUE]` to every rank (repeatable); NAME alone passes the launcher's own value of NAME", func(s string) error {
 		name, value, ok := strings.Cut(s, "=")
 		if !validEnvName(name) {
 			return fmt.Errorf("bad variable name %q", name)
