@@ -93,6 +93,27 @@ func perfExit(err error) error {
 	return err
 }
 
+// what says how the ranks of a sweep perf starts itself run and talk.
+func (pc *perfConfig) what() string {
+	switch {
+	case pc.local || pc.n == 1:
+		return "goroutines, in-process transport"
+	case pc.trans == "shm" || pc.trans == "tcp":
+		return "processes, transport " + pc.trans
+	}
+	// The ranks all run on this host, where auto picks shared memory.
+	return "processes, transport shm (auto)"
+}
+
+// rankTransport says which transport a rank of a job started by another
+// launcher uses, as far as its environment tells.
+func rankTransport() string {
+	if t := os.Getenv("HCOMM_TRANSPORT"); t != "" && t != "auto" {
+		return t
+	}
+	return "auto (shm within a host, tcp between hosts)"
+}
+
 // perfMain runs perf and returns its error.
 func perfMain(args []string, stdout, stderr io.Writer) error {
 	pc, err := parsePerfFlags(args, stderr)
@@ -121,7 +142,7 @@ func perfMain(args []string, stdout, stderr io.Writer) error {
 				enc := json.NewEncoder(stdout)
 				sink = func(r row) { enc.Encode(r) }
 			} else {
-				rp = newReporter(pc, c.Size(), "processes", stdout, stderr)
+				rp = newReporter(pc, c.Size(), "processes, transport "+rankTransport(), stdout, stderr)
 				sink = rp.add
 			}
 		}
@@ -131,14 +152,7 @@ func perfMain(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	what := "goroutines"
-	if !pc.local && pc.n > 1 {
-		what = "processes"
-		if pc.trans != "" {
-			what += ", " + pc.trans
-		}
-	}
-	rp := newReporter(pc, pc.n, what, stdout, stderr)
+	rp := newReporter(pc, pc.n, pc.what(), stdout, stderr)
 	for _, algo := range pc.algos {
 		if err = measureJob(ctx, pc, algo, rp, stderr); err != nil {
 			break

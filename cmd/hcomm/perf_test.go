@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -411,8 +412,11 @@ func TestPerfLocalText(t *testing.T) {
 	}
 	text := out.String()
 	if !strings.Contains(text, "out-of-place") || !strings.Contains(text, "in-place") ||
-		!strings.Contains(text, "allreduce=ring | allreduce=rd") {
+		!strings.Contains(text, "allreduce=ring | allreduce=rd") || !strings.Contains(text, "(goroutines, in-process transport)") {
 		t.Errorf("header missing:\n%s", text)
+	}
+	if !regexp.MustCompile(`(?m)^# Wrong elements       : 0 OK\n# Avg bus bandwidth    : \d+\.\d{4} GB/s\n#\n\z`).MatchString(text) {
+		t.Errorf("summary lines missing:\n%s", text)
 	}
 	var data []string
 	for _, l := range strings.Split(text, "\n") {
@@ -730,6 +734,18 @@ func TestPerfProcesses(t *testing.T) {
 		t.Fatal(perfBinErr)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(perfBin)) })
+	t.Run("text", func(t *testing.T) {
+		out, err := exec.Command(perfBin, "perf", "-n", "2", "-transport", "tcp", "-op", "allreduce",
+			"-b", "8", "-e", "8", "-T", "0.005").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, want := range []string{"# hcomm perf: 2 ranks (processes, transport tcp), ", "\n# Avg bus bandwidth    : "} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
 	for _, tr := range []string{"shm", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
 			cmd := exec.Command(perfBin, "perf", "-n", "2", "-transport", tr, "-op", "allreduce,alltoall,barrier",
@@ -832,5 +848,37 @@ func TestLaunchArgs(t *testing.T) {
 	}
 	if !slices.Contains(cfg.env, "HCOMM_TRANSPORT=tcp") || !slices.Contains(cfg.env, perfEmitEnv+"=json") {
 		t.Errorf("the launcher passes %q to the ranks", cfg.env)
+	}
+}
+
+func TestSummaryLines(t *testing.T) {
+	rows := []row{{Op: "allreduce", Bytes: 8, BusBW: 1}, {Op: "allreduce", Bytes: 64, BusBW: 2, InPlace: true},
+		{Op: "barrier", BusBW: 0}}
+	if got, want := summaryLines(rows), "# Wrong elements       : 0 OK\n# Avg bus bandwidth    : 1.5000 GB/s\n#\n"; got != want {
+		t.Errorf("summaryLines = %q, want %q", got, want)
+	}
+	rows[1].Wrong = 4
+	if got := summaryLines(rows[1:]); !strings.HasPrefix(got, "# Wrong elements       : 4 FAILED\n") {
+		t.Errorf("summaryLines with wrong elements = %q", got)
+	}
+	if got := summaryLines(rows[2:]); strings.Contains(got, "Avg") {
+		t.Errorf("summaryLines of a barrier = %q", got)
+	}
+}
+
+func TestPerfWhat(t *testing.T) {
+	for _, tc := range []struct {
+		pc   perfConfig
+		want string
+	}{
+		{perfConfig{n: 4, local: true}, "goroutines, in-process transport"},
+		{perfConfig{n: 1}, "goroutines, in-process transport"},
+		{perfConfig{n: 2, trans: "tcp"}, "processes, transport tcp"},
+		{perfConfig{n: 2}, "processes, transport shm (auto)"},
+		{perfConfig{n: 2, trans: "auto"}, "processes, transport shm (auto)"},
+	} {
+		if got := tc.pc.what(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.pc, got, tc.want)
+		}
 	}
 }

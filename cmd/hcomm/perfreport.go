@@ -105,6 +105,31 @@ func (rp *reporter) printHeader() {
 	}
 }
 
+// summaryLines are the closing lines of a text table, as nccl-tests ends
+// its own: the wrong elements found in all, and the mean bus bandwidth
+// over every row that moves data (both column groups; barrier rows left
+// out).
+func summaryLines(rows []row) string {
+	var wrong int64
+	sum, n := 0.0, 0
+	for _, r := range rows {
+		wrong += r.Wrong
+		if r.Bytes > 0 {
+			sum += r.BusBW
+			n++
+		}
+	}
+	verdict := "OK"
+	if wrong != 0 {
+		verdict = "FAILED"
+	}
+	s := fmt.Sprintf("# Wrong elements       : %d %s\n", wrong, verdict)
+	if n > 0 {
+		s += fmt.Sprintf("# Avg bus bandwidth    : %.4f GB/s\n", sum/float64(n))
+	}
+	return s + "#\n"
+}
+
 // center pads s with blanks on both sides to width w.
 func center(s string, w int) string {
 	if len(s) >= w {
@@ -179,8 +204,8 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// close flushes an unpaired row, ends the progress line and writes the
-// plot.
+// close flushes an unpaired row, ends the progress line, closes the text
+// table with nccl-tests' summary lines and writes the plot.
 func (rp *reporter) close() error {
 	rp.mu.Lock()
 	rp.prog.stop()
@@ -189,6 +214,9 @@ func (rp *reporter) close() error {
 		rp.pending = nil
 	}
 	rows := rp.rows
+	if rp.pc.format == "text" && len(rows) > 0 {
+		fmt.Fprint(rp.out, summaryLines(rows))
+	}
 	rp.mu.Unlock()
 	if rp.pc.plot == "" || len(rows) == 0 {
 		return nil
