@@ -436,7 +436,8 @@ func TestPerfLocalText(t *testing.T) {
 	checkSVG(t, svg, 4) // ring and rd, each out of place and in place
 }
 
-// checkSVG parses the file as XML and counts its polylines.
+// checkSVG parses the file as XML and checks that it draws lines series
+// in each of its two panels.
 func checkSVG(t *testing.T, path string, lines int) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -462,8 +463,8 @@ func checkSVG(t *testing.T, path string, lines int) string {
 			}
 		}
 	}
-	if root != "svg" || n != lines {
-		t.Errorf("%s: root <%s>, %d polylines; want <svg> and %d", path, root, n, lines)
+	if root != "svg" || n != 2*lines {
+		t.Errorf("%s: root <%s>, %d polylines; want <svg> and %d (%d series in two panels)", path, root, n, 2*lines, lines)
 	}
 	return string(b)
 }
@@ -503,7 +504,7 @@ func TestWriteSVG(t *testing.T) {
 	for i := range 13 { // more lines than colors: dashes take over
 		s := plotSeries{name: fmt.Sprintf("run <%d> & co", i)}
 		for k := int64(3); k <= 28; k += 2 {
-			s.pts = append(s.pts, plotPoint{1 << k, float64(i) * float64(k) / 7})
+			s.pts = append(s.pts, plotPoint{1 << k, float64(i) * float64(k) / 7, float64(k * k)})
 		}
 		series = append(series, s)
 	}
@@ -512,20 +513,21 @@ func TestWriteSVG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSVG(f, `busbw "a" < b`, series); err != nil {
+	if err := writeSVG(f, plotOptions{title: `busbw "a" < b`}, series); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
 	s := checkSVG(t, path, 13)
-	for _, want := range []string{"run &lt;12&gt; &amp; co", "128M", "8K", "bus bandwidth (GB/s)", "stroke-dasharray"} {
+	for _, want := range []string{"run &lt;12&gt; &amp; co", "128M", "8K", "bus bandwidth (GB/s), linear scale",
+		"time per call (µs), log scale", "stroke-dasharray", "busbw &#34;a&#34; &lt; b"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("SVG lacks %q", want)
 		}
 	}
 	// Empty and degenerate inputs still make a document.
-	for _, ss := range [][]plotSeries{nil, {{name: "one", pts: []plotPoint{{8, 0}}}}} {
+	for _, ss := range [][]plotSeries{nil, {{name: "one", pts: []plotPoint{{8, 0, 0}}}}} {
 		var b bytes.Buffer
-		if err := writeSVG(&b, "t", ss); err != nil {
+		if err := writeSVG(&b, plotOptions{title: "t", logY: true}, ss); err != nil {
 			t.Fatal(err)
 		}
 		if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
@@ -781,10 +783,15 @@ func FuzzReadRows(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// Whatever was read can be drawn.
-		var b bytes.Buffer
-		if err := writeSVG(&b, "fuzz", plotSeriesOf(rows)); err != nil {
-			t.Fatal(err)
+		// Whatever was read can be drawn, on either kind of axis.
+		for _, logY := range []bool{false, true} {
+			var b bytes.Buffer
+			if err := writeSVG(&b, plotOptions{title: plotTitle(rows, ""), logY: logY}, plotSeriesOf(rows)); err != nil {
+				t.Fatal(err)
+			}
+			if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
+				t.Fatalf("not XML: %v", err)
+			}
 		}
 	})
 }

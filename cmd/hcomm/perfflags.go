@@ -18,30 +18,31 @@ import (
 
 // perfConfig is what one perf invocation measures and how it reports.
 type perfConfig struct {
-	n       int
-	nSet    bool // -n was given (a filter for -replot)
-	opSet   bool // -op was given (a filter for -replot)
-	local   bool
-	trans   string
-	ops     []string
-	minB    int64
-	maxB    int64
-	factor  int64
-	iters   int
-	warmup  int
-	target  time.Duration
-	maxOp   time.Duration
-	algos   []string // one sweep per entry; "" means the cost model
-	chunk   int
-	modes   []bool // in-place settings to run, in order
-	dtype   hcomm.DType
-	redop   hcomm.Op
-	format  string // "text", "csv" or "json"
-	header  bool
-	label   string
-	plot    string
-	replot  []string
-	verbose progressMode
+	n        int
+	nSet     bool // -n was given (a filter for -replot)
+	opSet    bool // -op was given (a filter for -replot)
+	local    bool
+	trans    string
+	ops      []string
+	minB     int64
+	maxB     int64
+	factor   int64
+	iters    int
+	warmup   int
+	target   time.Duration
+	maxOp    time.Duration
+	algos    []string // one sweep per entry; "" means the cost model
+	chunk    int
+	modes    []bool // in-place settings to run, in order
+	dtype    hcomm.DType
+	redop    hcomm.Op
+	format   string // "text", "csv" or "json"
+	header   bool
+	label    string
+	plot     string
+	plotLogY bool
+	replot   []string
+	verbose  progressMode
 }
 
 // progressMode says when perf draws its progress line.
@@ -264,7 +265,8 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON object per row")
 	fs.BoolVar(&noHeader, "H", false, "no header line")
 	fs.StringVar(&pc.label, "label", "hcomm", "implementation label of the rows (impl column, plot legend)")
-	fs.StringVar(&pc.plot, "plot", "", "also draw busbw against size into this SVG file")
+	fs.StringVar(&pc.plot, "plot", "", "also draw busbw and time per call against size into this SVG file")
+	fs.BoolVar(&pc.plotLogY, "plot-logy", false, "draw -plot's bandwidth on a logarithmic axis (the time axis always is)")
 	fs.StringVar(&replot, "replot", "", "draw -plot from these saved -csv/-json files (comma-separated) instead of measuring: rows of every collective, or of -op, and of -n if given")
 	fs.Var(&pc.verbose, "progress", "progress line on stderr: true, false or auto (when stderr is a terminal)")
 	if err := fs.Parse(optionalValueArgs(args)); err != nil {

@@ -96,5 +96,5 @@ func replot(pc *perfConfig, errOut io.Writer) error {
 	if len(rows) == 0 {
 		return errors.New("-replot: no rows of the selected ops and ranks")
 	}
-	return writePlotFile(pc.plot, plotTitle(rows), rows)
+	return writePlotFile(pc.plot, plotOptions{title: plotTitle(rows, ""), logY: pc.plotLogY}, rows)
 }

@@ -221,7 +221,7 @@ func (rp *reporter) close() error {
 	if rp.pc.plot == "" || len(rows) == 0 {
 		return nil
 	}
-	return writePlotFile(rp.pc.plot, plotTitle(rows), rows)
+	return writePlotFile(rp.pc.plot, plotOptions{title: plotTitle(rows, rp.what), logY: rp.pc.plotLogY}, rows)
 }
 
 // progress is the line on stderr that tells a person how far a sweep is.
