@@ -110,14 +110,15 @@ func (s *segment) unlink() {
 }
 
 // hostKey identifies the memory domain of this process: the kernel boot
-// and the network and mount namespaces. Peers with the same key share
-// /dev/shm and may reach each other's memory; ranks in other network
-// namespaces are treated as other hosts.
+// and the network namespace. Peers with the same key try to map each
+// other's segments (which fails safely when their /dev/shm differ); ranks
+// in other network namespaces are treated as other hosts. The mount
+// namespace is left out: ip netns exec makes one per command.
 func hostKey() [32]byte {
 	h := sha256.New()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	h.Write(boot)
-	for _, ns := range []string{"/proc/self/ns/net", "/proc/self/ns/mnt"} {
+	for _, ns := range []string{"/proc/self/ns/net"} {
 		l, _ := os.Readlink(ns)
 		h.Write([]byte(l))
 	}
