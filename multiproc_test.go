@@ -52,6 +52,8 @@ func TestRankProcess(t *testing.T) {
 		rankLarge(t, c)
 	case "window":
 		rankWindowProcess(t, c)
+	case "windowkill":
+		rankWindowKill(t, c)
 	case "split":
 		rankSplit(t, c)
 	case "streams":

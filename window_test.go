@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // rankWindow is one rank's part of the window tests: every rank calls it.
@@ -208,5 +212,79 @@ func TestWindowMultiProcess(t *testing.T) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// rankWindowKill: the last rank kills itself after making a window; the
+// others Put to it until that fails, and report how.
+func rankWindowKill(t *testing.T, c *Comm) {
+	signal.Ignore(syscall.SIGTERM) // report before the launcher's SIGKILL
+	windowMessages = os.Getenv("HCOMM_TEST_WINDOW_MESSAGES") == "1"
+	ctx := context.Background()
+	w, err := c.AllocWindow(ctx, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	victim := c.Size() - 1
+	if c.Rank() == victim {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	start := time.Now()
+	for i := 0; err == nil && time.Since(start) < time.Minute; i++ {
+		err = w.Put(ctx, victim, 8*(i%512), []byte("01234567"))
+		if i%64 == 63 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	survivorLine(c, err, time.Since(start))
+}
+
+func TestWindowPeerLost(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, tc := range []struct{ tr, messages string }{{"shm", "0"}, {"tcp", "1"}} {
+		t.Run(tc.tr+"/messages="+tc.messages, func(t *testing.T) {
+			out, surv, err := faultJob(t, 3, "windowkill", "HCOMM_TRANSPORT="+tc.tr, "HCOMM_TEST_WINDOW_MESSAGES="+tc.messages)
+			if err == nil {
+				t.Fatalf("the launcher exited 0 after a rank was killed:\n%s", out)
+			}
+			for r := 0; r < 2; r++ {
+				s, ok := surv[r]
+				if !ok {
+					t.Fatalf("rank %d did not report:\n%s", r, lastLines(out, 30))
+				}
+				if s["kind"] != "peerlost" || !strings.Contains(s["err"], "peer 2") {
+					t.Errorf("rank %d's Put to the killed rank ended with %s: %s", r, s["kind"], s["err"])
+				}
+			}
+		})
+	}
+}
+
+// TestWindowMultiHost runs the window tests on two network namespaces:
+// ranks of one namespace map each other's windows, the others use the
+// message path over TCP.
+func TestWindowMultiHost(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	cl := newCluster(t, 2, "")
+	const n, per = 4, 2
+	rsh := filepath.Join(t.TempDir(), "nsrsh")
+	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := launch(t, []string{"-n", strconv.Itoa(n),
+		"--hosts", fmt.Sprintf("%s:%d,%s:%d", cl.hosts[0], per, cl.hosts[1], per),
+		"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
+		"-x", childEnv, "-x", "HCOMM_TEST_PER_HOST"},
+		[]string{"ip", "netns", "exec", cl.hosts[0]}, "window", fmt.Sprintf("HCOMM_TEST_PER_HOST=%d", per))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
