@@ -114,16 +114,23 @@ func TestParsePerfFlagsErrors(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
+// TestPerfSizes checks -b and -e through the shared size parser.
+func TestPerfSizes(t *testing.T) {
 	for in, want := range map[string]int64{"8": 8, "1k": 1024, "4K": 4096, "64M": 64 << 20,
-		"2G": 2 << 30, "16MiB": 16 << 20, "3KB": 3072, "0": 0} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		"2G": 2 << 30, "16MiB": 16 << 20, "3KB": 3072, "1024B": 1024, "1T": 1 << 40} {
+		pc, err := parsePerfFlags([]string{"-b", "1", "-e", in}, io.Discard)
+		if err != nil || pc.maxB != want {
+			t.Errorf("-e %s: %v; want %d", in, err, want)
 		}
 	}
-	for _, in := range []string{"", "M", "-1", "1.5M", "9999999999999G", "12Q"} {
-		if got, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+	for _, in := range []string{"", "M", "-1", "1.5M", "9999999999999G", "17179869185G", "12Q", "8i"} {
+		if _, err := parsePerfFlags([]string{"-e", in}, io.Discard); err == nil {
+			t.Errorf("-e %q: no error", in)
+		}
+	}
+	for _, in := range []string{"NaN", "-1", "1e300", "Inf", "-2s"} {
+		if _, err := parsePerfFlags([]string{"-T", in}, io.Discard); err == nil {
+			t.Errorf("-T %q: no error", in)
 		}
 	}
 }

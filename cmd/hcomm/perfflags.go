@@ -5,13 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/internal/settings"
 )
 
 // The flags of `hcomm perf` and what they mean for a sweep.
@@ -155,16 +155,9 @@ func (f secondsFlag) String() string {
 }
 
 func (f secondsFlag) Set(s string) error {
-	if v, err := strconv.ParseFloat(s, 64); err == nil {
-		if v < 0 || v > 1e6 || math.IsNaN(v) {
-			return errors.New("out of range")
-		}
-		*f.d = time.Duration(v * float64(time.Second))
-		return nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return errors.New("want seconds (0.2) or a duration (200ms)")
+	d, err := settings.ParseDuration(s)
+	if err != nil {
+		return errors.New("want seconds (0.2) or a duration (200ms), not negative")
 	}
 	*f.d = d
 	return nil
@@ -287,10 +280,10 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 		return nil, fmt.Errorf("-n %d: need at least one rank", pc.n)
 	}
 	var err error
-	if pc.minB, err = parseSize(minB); err != nil {
+	if pc.minB, err = settings.ParseSize(minB); err != nil {
 		return nil, fmt.Errorf("-b: %w", err)
 	}
-	if pc.maxB, err = parseSize(maxB); err != nil {
+	if pc.maxB, err = settings.ParseSize(maxB); err != nil {
 		return nil, fmt.Errorf("-e: %w", err)
 	}
 	if pc.minB < 1 {
@@ -357,26 +350,6 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 		}
 	}
 	return pc, nil
-}
-
-// parseSize reads a byte count with an optional K, M or G (binary) suffix.
-func parseSize(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > math.MaxInt64/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return v * mult, nil
 }
 
 // sizes returns the requested sizes of op: -b, then ×-f while below -e,
