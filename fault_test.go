@@ -199,9 +199,10 @@ func attack(t *testing.T, addr string) {
 	rand.Read(junk)
 	send("random bytes", junk)
 	hs := wire.Handshake{Version: wire.HandshakeVersion, CommID: 1, Rank: 0, Target: 1, Size: 2, Socket: 0, Sockets: 1}
-	rand.Read(hs.Token[:])
-	hb := make([]byte, wire.HandshakeSize)
+	rand.Read(hs.Nonce[:])
+	hb := make([]byte, wire.HandshakeSize+wire.ProofSize)
 	hs.MarshalTo(hb)
+	rand.Read(hb[wire.HandshakeSize:]) // a proof without the token
 	send("wrong token", hb)
 	fh := wire.FrameHeader{Type: wire.FrameData, Len: 1 << 40, Total: 1 << 40}
 	fb := make([]byte, wire.FrameHeaderSize)

@@ -50,6 +50,15 @@ func FuzzDecodeHandshake(f *testing.F) {
 		if h.Rank >= h.Size || h.Target >= h.Size || h.Rank == h.Target || h.Socket >= h.Sockets {
 			t.Fatalf("accepted an inconsistent handshake: %+v", h)
 		}
+		// A proof made for a decoded handshake verifies only for it.
+		var key [ProofSize]byte
+		var nonce [NonceSize]byte
+		p := DialerProof(&key, &h, &nonce)
+		g := h
+		g.Nonce[0] ^= 1
+		if q := DialerProof(&key, &g, &nonce); ProofEqual(&p, &q) {
+			t.Fatal("a proof does not depend on the dialer nonce")
+		}
 		out := make([]byte, HandshakeSize)
 		h.MarshalTo(out)
 		if !bytes.Equal(out, b[:HandshakeSize]) {
@@ -59,14 +68,22 @@ func FuzzDecodeHandshake(f *testing.F) {
 }
 
 func FuzzReadHandshakeReply(f *testing.F) {
-	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyAccept, Rank: 2, CommID: 5}).AppendTo(nil))
-	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: "job token mismatch"}).AppendTo(nil))
-	f.Add([]byte("HCOM\x01\x00\x02\xff"))
+	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyAccept, Data: [ProofSize]byte{2, 5}}).AppendTo(nil))
+	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyChallenge, Data: [ProofSize]byte{7}}).AppendTo(nil))
+	f.Add((&HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: "authentication failed"}).AppendTo(nil))
+	f.Add([]byte("HCOM\x02\x00\x02\xff"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ReadHandshakeReply(bytes.NewReader(b))
 		if err != nil {
 			return
 		}
+		if r.Status == ReplyChallenge && r.Reason != "" {
+			t.Fatalf("accepted a challenge with a reason: %+v", r)
+		}
+		if len(r.Reason) > MaxReplyReason {
+			t.Fatalf("accepted a %d-byte reason", len(r.Reason))
+		}
+		_ = r.PrintableReason()
 		out := r.AppendTo(nil)
 		back, err := ReadHandshakeReply(bytes.NewReader(out))
 		if err != nil {

@@ -1,7 +1,8 @@
 package wire
 
 import (
-	"crypto/subtle"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"io"
 )
@@ -10,40 +11,70 @@ import (
 const HandshakeMagic = "HCOM"
 
 // HandshakeVersion is the version of the handshake and frame formats this
-// package speaks.
-const HandshakeVersion = 1
+// package speaks. Version 2 replaced the token carried in the clear by a
+// challenge-response.
+const HandshakeVersion = 2
 
 // TokenSize is the size of the job token in bytes.
 const TokenSize = 32
 
+// NonceSize is the size of the random nonce each side of a handshake
+// contributes; ProofSize the size of a proof (an HMAC-SHA256).
+const (
+	NonceSize = 32
+	ProofSize = sha256.Size
+)
+
 // HandshakeSize is the size of an encoded Handshake in bytes.
 const HandshakeSize = 64
 
+// A data connection opens with a challenge-response in which neither side
+// sends anything a listener could replay or use to impersonate a rank:
+//
+//  1. The dialer sends a Handshake: who it is, whom it means to reach, the
+//     communicator, the connection's index, and a fresh nonce.
+//  2. The listener answers a HandshakeReply with status ReplyChallenge
+//     carrying a fresh nonce of its own (or refuses a malformed Handshake).
+//  3. The dialer sends its proof, DialerProof: an HMAC keyed by the job key
+//     over the Handshake and both nonces.
+//  4. The listener checks the proof before it believes anything the
+//     Handshake claims, and answers a final HandshakeReply (accept, refuse,
+//     aborted) carrying its own proof, ListenerProof, over the same
+//     transcript, its status and reason; the dialer checks it before it
+//     trusts the connection. A listener that cannot verify the dialer sends
+//     a refusal with a zero proof and a reason that says nothing about
+//     itself.
+//
+// Both proofs bind the job key, the communicator, both ranks, the world
+// size, the connection's index and both nonces, so a recorded exchange is
+// worth nothing on another connection, and the dialer proves itself before
+// the listener: a stranger who connects to a listener learns no value it
+// could test token guesses against.
+
 // Handshake is the first message on a new data connection, sent by the rank
-// that dialed. The accepting rank checks every field against its own
-// configuration before it lets a frame through.
+// that dialed.
 //
 // Encoded layout:
 //
 //	[0:4]   "HCOM"
 //	[4:6]   Version
 //	[6:8]   reserved, zero
-//	[8:40]  Token
-//	[40:48] CommID
-//	[48:52] Rank
-//	[52:56] Target
-//	[56:60] Size
-//	[60:62] Socket
-//	[62:64] Sockets
+//	[8:16]  CommID
+//	[16:20] Rank
+//	[20:24] Target
+//	[24:28] Size
+//	[28:30] Socket
+//	[30:32] Sockets
+//	[32:64] Nonce
 type Handshake struct {
 	Version uint16
-	Token   [TokenSize]byte // the job's shared secret
-	CommID  uint64          // the communicator both ends belong to
-	Rank    uint32          // the dialing rank
-	Target  uint32          // the rank the dialer means to reach
-	Size    uint32          // the number of ranks in the communicator
-	Socket  uint16          // index of this connection among the pair's
-	Sockets uint16          // number of connections per pair
+	CommID  uint64 // the communicator both ends belong to
+	Rank    uint32 // the dialing rank
+	Target  uint32 // the rank the dialer means to reach
+	Size    uint32 // the number of ranks in the communicator
+	Socket  uint16 // index of this connection among the pair's
+	Sockets uint16 // number of connections per pair
+	Nonce   [NonceSize]byte
 }
 
 // MarshalTo writes h to b[:HandshakeSize]. b must be at least that long.
@@ -52,20 +83,19 @@ func (h *Handshake) MarshalTo(b []byte) {
 	copy(b[0:4], HandshakeMagic)
 	le.PutUint16(b[4:6], h.Version)
 	b[6], b[7] = 0, 0
-	copy(b[8:40], h.Token[:])
-	le.PutUint64(b[40:48], h.CommID)
-	le.PutUint32(b[48:52], h.Rank)
-	le.PutUint32(b[52:56], h.Target)
-	le.PutUint32(b[56:60], h.Size)
-	le.PutUint16(b[60:62], h.Socket)
-	le.PutUint16(b[62:64], h.Sockets)
+	le.PutUint64(b[8:16], h.CommID)
+	le.PutUint32(b[16:20], h.Rank)
+	le.PutUint32(b[20:24], h.Target)
+	le.PutUint32(b[24:28], h.Size)
+	le.PutUint16(b[28:30], h.Socket)
+	le.PutUint16(b[30:32], h.Sockets)
+	copy(b[32:64], h.Nonce[:])
 }
 
 // Unmarshal decodes h from the first HandshakeSize bytes of b and checks
 // that it is self-consistent: the magic, a supported version, ranks within
-// Size and distinct, a socket index within the socket count. Whether the
-// token, communicator and ranks are the ones the receiver expects is for
-// the receiver to check (see TokenMatches).
+// Size and distinct, a socket index within the socket count. Nothing in it
+// is to be believed before the dialer's proof verifies.
 func (h *Handshake) Unmarshal(b []byte) error {
 	if len(b) < HandshakeSize {
 		return fmt.Errorf("wire: handshake needs %d bytes, have %d: %w", HandshakeSize, len(b), ErrMalformed)
@@ -82,13 +112,13 @@ func (h *Handshake) Unmarshal(b []byte) error {
 	if b[6] != 0 || b[7] != 0 {
 		return fmt.Errorf("wire: handshake reserved field is not zero: %w", ErrMalformed)
 	}
-	copy(d.Token[:], b[8:40])
-	d.CommID = le.Uint64(b[40:48])
-	d.Rank = le.Uint32(b[48:52])
-	d.Target = le.Uint32(b[52:56])
-	d.Size = le.Uint32(b[56:60])
-	d.Socket = le.Uint16(b[60:62])
-	d.Sockets = le.Uint16(b[62:64])
+	d.CommID = le.Uint64(b[8:16])
+	d.Rank = le.Uint32(b[16:20])
+	d.Target = le.Uint32(b[20:24])
+	d.Size = le.Uint32(b[24:28])
+	d.Socket = le.Uint16(b[28:30])
+	d.Sockets = le.Uint16(b[30:32])
+	copy(d.Nonce[:], b[32:64])
 	switch {
 	case d.Rank >= d.Size || d.Target >= d.Size:
 		return fmt.Errorf("wire: handshake from rank %d to rank %d in a world of %d: %w", d.Rank, d.Target, d.Size, ErrMalformed)
@@ -101,12 +131,64 @@ func (h *Handshake) Unmarshal(b []byte) error {
 	return nil
 }
 
-// TokenMatches reports whether h carries token, comparing in constant time.
-func (h *Handshake) TokenMatches(token *[TokenSize]byte) bool {
-	return subtle.ConstantTimeCompare(h.Token[:], token[:]) == 1
+// HandshakeKey derives the key that proofs are made with from the job's
+// token and the job's identity (any string both ends agree on, "" for
+// none): a token reused by another job gives another key.
+func HandshakeKey(token *[TokenSize]byte, job string) [ProofSize]byte {
+	m := hmac.New(sha256.New, token[:])
+	m.Write([]byte("hcomm tcp handshake key v2\x00"))
+	m.Write([]byte(job))
+	var k [ProofSize]byte
+	m.Sum(k[:0])
+	return k
 }
 
-// ReplyStatus is the accepting rank's answer to a Handshake.
+// Labels that keep the two proofs of an exchange apart.
+const (
+	dialerLabel   = "hcomm tcp dialer proof v2\x00"
+	listenerLabel = "hcomm tcp listener proof v2\x00"
+)
+
+// DialerProof returns the dialer's proof for the exchange that began with
+// h and the listener's challenge nonce.
+func DialerProof(key *[ProofSize]byte, h *Handshake, nonce *[NonceSize]byte) [ProofSize]byte {
+	m := hmac.New(sha256.New, key[:])
+	var b [HandshakeSize]byte
+	h.MarshalTo(b[:])
+	m.Write([]byte(dialerLabel))
+	m.Write(b[:])
+	m.Write(nonce[:])
+	var p [ProofSize]byte
+	m.Sum(p[:0])
+	return p
+}
+
+// ListenerProof returns the listener's proof of its final reply, with
+// status and reason, to the exchange that began with h and its challenge
+// nonce.
+func ListenerProof(key *[ProofSize]byte, h *Handshake, nonce *[NonceSize]byte, status ReplyStatus, reason string) [ProofSize]byte {
+	m := hmac.New(sha256.New, key[:])
+	var b [HandshakeSize]byte
+	h.MarshalTo(b[:])
+	m.Write([]byte(listenerLabel))
+	m.Write(b[:])
+	m.Write(nonce[:])
+	var sb [2]byte
+	sb[0] = uint8(status)
+	sb[1] = uint8(len(reason))
+	m.Write(sb[:])
+	m.Write([]byte(reason))
+	var p [ProofSize]byte
+	m.Sum(p[:0])
+	return p
+}
+
+// ProofEqual compares two proofs in constant time.
+func ProofEqual(a, b *[ProofSize]byte) bool {
+	return hmac.Equal(a[:], b[:])
+}
+
+// ReplyStatus is the listening rank's answer to a Handshake.
 type ReplyStatus uint8
 
 const (
@@ -114,9 +196,12 @@ const (
 	ReplyAccept ReplyStatus = 1
 	// ReplyRefuse turns the connection away; Reason says why.
 	ReplyRefuse ReplyStatus = 2
-	// ReplyAborted turns the connection away because the accepting rank
+	// ReplyAborted turns the connection away because the listening rank
 	// has aborted; Reason carries the abort's cause.
 	ReplyAborted ReplyStatus = 3
+	// ReplyChallenge asks the dialer to prove it holds the job key; Data
+	// is the listener's nonce.
+	ReplyChallenge ReplyStatus = 4
 )
 
 func (s ReplyStatus) String() string {
@@ -127,20 +212,21 @@ func (s ReplyStatus) String() string {
 		return "refuse"
 	case ReplyAborted:
 		return "aborted"
+	case ReplyChallenge:
+		return "challenge"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
 
 // ReplyHeaderSize is the size of the fixed part of an encoded
 // HandshakeReply; up to MaxReplyReason bytes of reason follow it.
-const ReplyHeaderSize = 24
+const ReplyHeaderSize = 40
 
 // MaxReplyReason is the longest reason a HandshakeReply carries, in bytes.
 const MaxReplyReason = 255
 
-// HandshakeReply is the accepting rank's answer to a Handshake. An accepting
-// reply names the accepting rank and communicator so the dialer can check it
-// reached the rank it meant to.
+// HandshakeReply is the listening rank's answer to a Handshake: first a
+// challenge, then, once the dialer's proof is in, the verdict.
 //
 // Encoded layout:
 //
@@ -148,20 +234,19 @@ const MaxReplyReason = 255
 //	[4:6]   Version
 //	[6]     Status
 //	[7]     length of Reason
-//	[8:12]  Rank
-//	[12:16] reserved, zero
-//	[16:24] CommID
-//	[24:]   Reason
+//	[8:40]  Data: the listener's nonce (ReplyChallenge), else its proof
+//	        (zero in a refusal of a dialer that did not prove itself)
+//	[40:]   Reason
 type HandshakeReply struct {
 	Version uint16
 	Status  ReplyStatus
-	Rank    uint32 // the replying rank
-	CommID  uint64 // the replying rank's communicator
-	Reason  string // why the connection was refused; empty when accepted
+	Data    [ProofSize]byte
+	Reason  string // why the connection was refused; empty otherwise
 }
 
 // AppendTo appends the encoding of r to b. A reason longer than
-// MaxReplyReason is cut.
+// MaxReplyReason bytes is cut (callers proving a reply should cut it first,
+// with CutReason, so that the proof covers what is sent).
 func (r *HandshakeReply) AppendTo(b []byte) []byte {
 	reason := truncateUTF8(r.Reason, MaxReplyReason)
 	var hb [ReplyHeaderSize]byte
@@ -169,14 +254,20 @@ func (r *HandshakeReply) AppendTo(b []byte) []byte {
 	le.PutUint16(hb[4:6], r.Version)
 	hb[6] = uint8(r.Status)
 	hb[7] = uint8(len(reason))
-	le.PutUint32(hb[8:12], r.Rank)
-	le.PutUint64(hb[16:24], r.CommID)
+	copy(hb[8:40], r.Data[:])
 	b = append(b, hb[:]...)
 	return append(b, reason...)
 }
 
+// CutReason returns reason as a HandshakeReply carries it: valid UTF-8 of
+// at most MaxReplyReason bytes.
+func CutReason(reason string) string {
+	return truncateUTF8(AbortReason([]byte(reason)), MaxReplyReason)
+}
+
 // ReadHandshakeReply reads and checks one HandshakeReply from rd: the magic,
-// a supported version, a known status and a reason of the announced length.
+// a supported version, a known status, no reason in a challenge and a reason
+// of the announced length. It reads no more than the reply.
 func ReadHandshakeReply(rd io.Reader) (HandshakeReply, error) {
 	var hb [ReplyHeaderSize]byte
 	if _, err := io.ReadFull(rd, hb[:]); err != nil {
@@ -188,19 +279,19 @@ func ReadHandshakeReply(rd io.Reader) (HandshakeReply, error) {
 	r := HandshakeReply{
 		Version: le.Uint16(hb[4:6]),
 		Status:  ReplyStatus(hb[6]),
-		Rank:    le.Uint32(hb[8:12]),
-		CommID:  le.Uint64(hb[16:24]),
 	}
+	copy(r.Data[:], hb[8:40])
 	if r.Version != HandshakeVersion {
 		return HandshakeReply{}, fmt.Errorf("wire: handshake reply version %d, want %d: %w", r.Version, HandshakeVersion, ErrMalformed)
 	}
-	if r.Status < ReplyAccept || r.Status > ReplyAborted {
+	if r.Status < ReplyAccept || r.Status > ReplyChallenge {
 		return HandshakeReply{}, fmt.Errorf("wire: handshake reply status %d: %w", hb[6], ErrMalformed)
 	}
-	if !allZero(hb[12:16]) {
-		return HandshakeReply{}, fmt.Errorf("wire: handshake reply reserved field is not zero: %w", ErrMalformed)
+	n := int(hb[7])
+	if n > 0 && r.Status == ReplyChallenge {
+		return HandshakeReply{}, fmt.Errorf("wire: handshake challenge carries a reason: %w", ErrMalformed)
 	}
-	if n := int(hb[7]); n > 0 {
+	if n > 0 {
 		var reason [MaxReplyReason]byte
 		if _, err := io.ReadFull(rd, reason[:n]); err != nil {
 			if err == io.EOF {
@@ -208,9 +299,13 @@ func ReadHandshakeReply(rd io.Reader) (HandshakeReply, error) {
 			}
 			return HandshakeReply{}, err
 		}
-		// Replacing invalid bytes may lengthen the text; keep it within
-		// the limit so the reply re-encodes to what was read.
-		r.Reason = truncateUTF8(AbortReason(reason[:n]), MaxReplyReason)
+		r.Reason = string(reason[:n])
 	}
 	return r, nil
+}
+
+// PrintableReason returns r.Reason made valid UTF-8, for messages. (The
+// proof covers the bytes as sent, so ReadHandshakeReply keeps them.)
+func (r *HandshakeReply) PrintableReason() string {
+	return AbortReason([]byte(r.Reason))
 }

@@ -142,8 +142,8 @@ func TestAppendAbortFrame(t *testing.T) {
 
 func validHandshake() Handshake {
 	h := Handshake{Version: HandshakeVersion, CommID: 0xC0FFEE, Rank: 1, Target: 3, Size: 4, Socket: 1, Sockets: 2}
-	for i := range h.Token {
-		h.Token[i] = byte(i * 7)
+	for i := range h.Nonce {
+		h.Nonce[i] = byte(i * 7)
 	}
 	return h
 }
@@ -162,13 +162,62 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if g != h {
 		t.Errorf("round trip: got %+v, want %+v", g, h)
 	}
-	if !g.TokenMatches(&h.Token) {
-		t.Error("TokenMatches(own token) = false")
+}
+
+// TestProofsBind checks that a proof verifies only for the exact exchange
+// it was made for: every field of the handshake, both nonces, the key, the
+// job, and (for the listener) the status and reason change it, and the two
+// sides' proofs differ.
+func TestProofsBind(t *testing.T) {
+	token := [TokenSize]byte{1, 2, 3}
+	key := HandshakeKey(&token, "job-1")
+	h := validHandshake()
+	nonce := [NonceSize]byte{9, 9, 9}
+	dp := DialerProof(&key, &h, &nonce)
+	lp := ListenerProof(&key, &h, &nonce, ReplyAccept, "")
+	if !ProofEqual(&dp, &dp) || ProofEqual(&dp, &lp) {
+		t.Fatal("the dialer's and the listener's proofs must differ")
 	}
-	other := h.Token
-	other[31] ^= 1
-	if g.TokenMatches(&other) {
-		t.Error("TokenMatches(other token) = true")
+	otherToken := token
+	otherToken[31] = 1
+	keys := map[string][ProofSize]byte{
+		"token": HandshakeKey(&otherToken, "job-1"),
+		"job":   HandshakeKey(&token, "job-2"),
+	}
+	for name, k := range keys {
+		if p := DialerProof(&k, &h, &nonce); ProofEqual(&p, &dp) {
+			t.Errorf("another %s gives the same dialer proof", name)
+		}
+	}
+	mods := map[string]func(*Handshake){
+		"comm id":      func(h *Handshake) { h.CommID++ },
+		"rank":         func(h *Handshake) { h.Rank = 0 },
+		"target":       func(h *Handshake) { h.Target = 2 },
+		"size":         func(h *Handshake) { h.Size++ },
+		"socket":       func(h *Handshake) { h.Socket = 0 },
+		"sockets":      func(h *Handshake) { h.Sockets++ },
+		"dialer nonce": func(h *Handshake) { h.Nonce[5] ^= 1 },
+	}
+	for name, mod := range mods {
+		g := h
+		mod(&g)
+		if p := DialerProof(&key, &g, &nonce); ProofEqual(&p, &dp) {
+			t.Errorf("changing the %s keeps the dialer proof", name)
+		}
+		if p := ListenerProof(&key, &g, &nonce, ReplyAccept, ""); ProofEqual(&p, &lp) {
+			t.Errorf("changing the %s keeps the listener proof", name)
+		}
+	}
+	n2 := nonce
+	n2[0] ^= 1
+	if p := DialerProof(&key, &h, &n2); ProofEqual(&p, &dp) {
+		t.Error("changing the listener nonce keeps the dialer proof")
+	}
+	if p := ListenerProof(&key, &h, &nonce, ReplyRefuse, ""); ProofEqual(&p, &lp) {
+		t.Error("changing the status keeps the listener proof")
+	}
+	if p := ListenerProof(&key, &h, &nonce, ReplyAccept, "x"); ProofEqual(&p, &lp) {
+		t.Error("changing the reason keeps the listener proof")
 	}
 }
 
@@ -188,7 +237,8 @@ func TestHandshakeUnmarshalRejects(t *testing.T) {
 		{"truncated", encode(func(*Handshake) {})[:HandshakeSize-1]},
 		{"magic", func() []byte { b := encode(func(*Handshake) {}); b[0] = 'X'; return b }()},
 		{"version 0", encode(func(h *Handshake) { h.Version = 0 })},
-		{"version 2", encode(func(h *Handshake) { h.Version = 2 })},
+		{"version 1", encode(func(h *Handshake) { h.Version = 1 })},
+		{"version 3", encode(func(h *Handshake) { h.Version = 3 })},
 		{"reserved", func() []byte { b := encode(func(*Handshake) {}); b[7] = 1; return b }()},
 		{"rank out of range", encode(func(h *Handshake) { h.Rank = 4 })},
 		{"target out of range", encode(func(h *Handshake) { h.Target = 9 })},
@@ -210,8 +260,9 @@ func TestHandshakeUnmarshalRejects(t *testing.T) {
 
 func TestHandshakeReplyRoundTrip(t *testing.T) {
 	for _, r := range []HandshakeReply{
-		{Version: HandshakeVersion, Status: ReplyAccept, Rank: 3, CommID: 77},
-		{Version: HandshakeVersion, Status: ReplyRefuse, Rank: 1, Reason: "job token mismatch"},
+		{Version: HandshakeVersion, Status: ReplyAccept, Data: [ProofSize]byte{3, 77}},
+		{Version: HandshakeVersion, Status: ReplyChallenge, Data: [ProofSize]byte{31: 1}},
+		{Version: HandshakeVersion, Status: ReplyRefuse, Reason: "authentication failed"},
 		{Version: HandshakeVersion, Status: ReplyAborted, Reason: "rank 1 aborted: out of memory"},
 	} {
 		b := r.AppendTo(nil)
@@ -223,7 +274,7 @@ func TestHandshakeReplyRoundTrip(t *testing.T) {
 			t.Errorf("round trip: got %+v, want %+v", got, r)
 		}
 	}
-	long := HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: strings.Repeat("ü", 200)}
+	long := HandshakeReply{Version: HandshakeVersion, Status: ReplyRefuse, Reason: CutReason(strings.Repeat("ü", 200))}
 	got, err := ReadHandshakeReply(bytes.NewReader(long.AppendTo(nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +302,8 @@ func TestReadHandshakeReplyRejects(t *testing.T) {
 		{"magic", mod(1, 'x'), false},
 		{"version", mod(4, 9), false},
 		{"status 0", mod(6, 0), false},
-		{"status 4", mod(6, 4), false},
-		{"reserved", mod(13, 1), false},
+		{"status 5", mod(6, 5), false},
+		{"challenge with a reason", mod(6, uint8(ReplyChallenge)), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

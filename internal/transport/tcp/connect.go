@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -87,8 +88,9 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i int) (net
 	}
 }
 
-// clientHandshake introduces this rank on nc as connection i to rank r and
-// reads the answer.
+// clientHandshake introduces this rank on nc as connection i to rank r,
+// proves it holds the job key, and checks the listener's proof (see
+// wire.Handshake for the exchange).
 func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, addr string, i int) error {
 	d, _ := ctx.Deadline()
 	nc.SetDeadline(d)
@@ -101,7 +103,6 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 	}()
 	h := wire.Handshake{
 		Version: wire.HandshakeVersion,
-		Token:   t.token,
 		CommID:  t.commID,
 		Rank:    uint32(t.rank),
 		Target:  uint32(r),
@@ -109,24 +110,44 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 		Socket:  uint16(i),
 		Sockets: uint16(t.nsocks),
 	}
+	rand.Read(h.Nonce[:])
 	var b [wire.HandshakeSize]byte
 	h.MarshalTo(b[:])
 	if _, err := nc.Write(b[:]); err != nil {
+		return err
+	}
+	ch, err := wire.ReadHandshakeReply(nc)
+	if err != nil {
+		return err
+	}
+	if ch.Status != wire.ReplyChallenge {
+		// Nothing before the challenge is proven: whatever it says, the
+		// listener has not shown it belongs to the job.
+		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf("%s before any proof: %s", ch.Status, ch.PrintableReason())}
+	}
+	nonce := ch.Data
+	proof := wire.DialerProof(&t.key, &h, &nonce)
+	if _, err := nc.Write(proof[:]); err != nil {
 		return err
 	}
 	rep, err := wire.ReadHandshakeReply(nc)
 	if err != nil {
 		return err
 	}
-	switch rep.Status {
-	case wire.ReplyRefuse:
-		return &RefusedError{Peer: r, Addr: addr, Reason: rep.Reason}
-	case wire.ReplyAborted:
-		return &errs.PeerError{Peer: r, Kind: errs.ErrAborted, Cause: errors.New(rep.Reason)}
+	if rep.Status == wire.ReplyChallenge {
+		return &RefusedError{Peer: r, Addr: addr, Reason: "a second challenge (protocol violation)"}
 	}
-	if rep.Rank != uint32(r) || rep.CommID != t.commID {
+	want := wire.ListenerProof(&t.key, &h, &nonce, rep.Status, rep.Reason)
+	switch {
+	case !wire.ProofEqual(&want, &rep.Data) && rep.Status == wire.ReplyRefuse:
+		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason()}
+	case !wire.ProofEqual(&want, &rep.Data):
 		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf(
-			"the listener there is rank %d of communicator %#x, not rank %d of %#x", rep.Rank, rep.CommID, r, t.commID)}
+			"the listener there answered %s without proving it holds the job token (another job, or an impostor)", rep.Status)}
+	case rep.Status == wire.ReplyRefuse:
+		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason()}
+	case rep.Status == wire.ReplyAborted:
+		return &errs.PeerError{Peer: r, Kind: errs.ErrAborted, Cause: errors.New(rep.PrintableReason())}
 	}
 	// Unhook ctx before clearing the deadline, so it cannot set one
 	// again on a connection now in use.
@@ -153,37 +174,34 @@ func (t *Transport) acceptLoop() {
 			}
 			continue
 		}
-		t.mu.Lock()
-		full := len(t.pending) >= maxPendingHandshakes
-		if !full {
-			t.pending[nc] = struct{}{}
+		pc, evicted := t.admit(nc)
+		if evicted != nil {
+			evicted.nc.Close()
+			t.refusals.note(evicted.remote, -1, "too many handshakes in progress from its address or in all; closed the oldest")
 		}
-		t.mu.Unlock()
-		if full {
-			t.log.Warn("tcp: refused connection: too many handshakes in progress", "remote", nc.RemoteAddr().String())
-			nc.Close()
-			continue
-		}
-		if !t.spawn(func() { t.serveHandshake(nc) }) {
+		if !t.spawn(func() { t.serveHandshake(pc) }) {
 			nc.Close()
 			return
 		}
 	}
 }
 
-// serveHandshake checks the handshake of an accepted connection and answers
-// it; an accepted connection joins its peer.
-func (t *Transport) serveHandshake(nc net.Conn) {
+// errUnauthenticated is the reason given to a dialer whose proof did not
+// verify. It says nothing about this rank.
+const errUnauthenticated = "authentication failed: the dialer does not hold this job's token"
+
+// serveHandshake runs the listener's side of the exchange on an accepted
+// connection (see wire.Handshake); an accepted connection joins its peer.
+func (t *Transport) serveHandshake(pc *pendingConn) {
+	nc := pc.nc
 	joined := false
 	defer func() {
-		t.mu.Lock()
-		delete(t.pending, nc)
-		t.mu.Unlock()
+		t.release(pc)
 		if !joined {
 			nc.Close()
 		}
 	}()
-	remote := nc.RemoteAddr().String()
+	remote := pc.remote
 	nc.SetDeadline(time.Now().Add(min(handshakeTimeout, t.connectTimeout)))
 	var b [wire.HandshakeSize]byte
 	// Check the magic first, so that a stranger speaking another protocol
@@ -199,9 +217,7 @@ func (t *Transport) serveHandshake(nc net.Conn) {
 		n += m
 	}
 	if err != nil {
-		if t.ctx.Err() == nil {
-			t.log.Warn("tcp: refused connection: no complete handshake", "remote", remote, "bytes", n, "err", err)
-		}
+		t.incomplete(remote, -1, n, err)
 		return
 	}
 	var h wire.Handshake
@@ -210,8 +226,30 @@ func (t *Transport) serveHandshake(nc net.Conn) {
 		return
 	}
 	rank := int(h.Rank)
+	ch := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: wire.ReplyChallenge}
+	rand.Read(ch.Data[:])
+	nonce := ch.Data
+	if _, err := nc.Write(ch.AppendTo(b[:0])); err != nil {
+		t.incomplete(remote, rank, wire.HandshakeSize, err)
+		return
+	}
+	var proof [wire.ProofSize]byte
+	if n, err := io.ReadFull(nc, proof[:]); err != nil {
+		t.incomplete(remote, rank, wire.HandshakeSize+n, err)
+		return
+	}
+	if want := wire.DialerProof(&t.key, &h, &nonce); !wire.ProofEqual(&want, &proof) {
+		t.refuse(nc, remote, rank, errUnauthenticated)
+		return
+	}
+	// From here on the dialer is a rank of this job: it no longer counts
+	// against the limits on strangers, and may be told why it is refused.
+	if !t.authenticated(pc) {
+		return // closed to make room before its proof came in
+	}
 	if reason := t.check(&h); reason != "" {
-		t.refuse(nc, remote, rank, reason)
+		t.refusals.note(remote, rank, reason)
+		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
 		return
 	}
 	if t.state.Load() != stateOpen {
@@ -221,15 +259,16 @@ func (t *Transport) serveHandshake(nc net.Conn) {
 		if reason == "" {
 			reason = "closed"
 		}
-		t.reply(nc, wire.ReplyAborted, reason)
+		t.answer(nc, &h, &nonce, wire.ReplyAborted, reason)
 		return
 	}
 	pr := t.peers[rank]
 	if reason := pr.reserve(int(h.Socket)); reason != "" {
-		t.refuse(nc, remote, rank, reason)
+		t.refusals.note(remote, rank, reason)
+		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
 		return
 	}
-	if err := t.reply(nc, wire.ReplyAccept, ""); err != nil {
+	if err := t.answer(nc, &h, &nonce, wire.ReplyAccept, ""); err != nil {
 		pr.unreserve(int(h.Socket))
 		t.log.Warn("tcp: lost connection during handshake", "remote", remote, "peer", rank, "err", err)
 		return
@@ -238,12 +277,10 @@ func (t *Transport) serveHandshake(nc net.Conn) {
 	joined = pr.addConn(int(h.Socket), nc)
 }
 
-// check returns why h is not welcome here, or "" if it is. A handshake with
-// the wrong token learns nothing else about this rank.
+// check returns why the handshake of an authenticated dialer is not welcome
+// here, or "" if it is.
 func (t *Transport) check(h *wire.Handshake) string {
 	switch {
-	case !h.TokenMatches(&t.token):
-		return "job token mismatch"
 	case h.CommID != t.commID:
 		return fmt.Sprintf("communicator %#x, this is %#x", h.CommID, t.commID)
 	case int(h.Size) != t.size:
@@ -258,16 +295,28 @@ func (t *Transport) check(h *wire.Handshake) string {
 	return ""
 }
 
-func (t *Transport) refuse(nc net.Conn, remote string, rank int, reason string) {
-	t.log.Warn("tcp: refused connection", "remote", remote, "claimed_rank", rank, "reason", reason)
-	t.reply(nc, wire.ReplyRefuse, reason)
+// refuse turns away a dialer that has not proven itself, with a reason that
+// says nothing about this rank.
+func (t *Transport) refuse(nc net.Conn, remote string, claimed int, reason string) {
+	t.refusals.note(remote, claimed, reason)
+	rep := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: wire.ReplyRefuse, Reason: wire.CutReason(reason)}
+	nc.Write(rep.AppendTo(nil))
 }
 
-func (t *Transport) reply(nc net.Conn, status wire.ReplyStatus, reason string) error {
-	rep := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: status, Rank: uint32(t.rank), CommID: t.commID, Reason: reason}
-	if status != wire.ReplyAccept {
-		rep.CommID = 0
+// incomplete records a connection that ended or timed out part way through
+// its handshake.
+func (t *Transport) incomplete(remote string, claimed, n int, err error) {
+	if t.ctx.Err() == nil {
+		t.refusals.note(remote, claimed, fmt.Sprintf("no complete handshake (%d bytes): %v", n, err))
 	}
+}
+
+// answer sends the final reply to an authenticated dialer, with this rank's
+// proof.
+func (t *Transport) answer(nc net.Conn, h *wire.Handshake, nonce *[wire.NonceSize]byte, status wire.ReplyStatus, reason string) error {
+	reason = wire.CutReason(reason)
+	rep := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: status, Reason: reason,
+		Data: wire.ListenerProof(&t.key, h, nonce, status, reason)}
 	_, err := nc.Write(rep.AppendTo(nil))
 	return err
 }

@@ -47,8 +47,7 @@ func TestChecksum(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.Write(rawHandshake(0, 3, 4, 1, nil))
-	if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+	if rep, err := rawHandshake(c, 0, 3, 4, 1, nil); err != nil || rep.Status != wire.ReplyAccept {
 		t.Fatalf("handshake: %v %v", rep, err)
 	}
 	frame := func(payload []byte, sum uint32) []byte {

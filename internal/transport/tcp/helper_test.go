@@ -239,6 +239,7 @@ var helperScenarios = map[string]func(context.Context, *Transport) error{
 	"stream":   streamForever,
 	"stall":    stallAfterConnect,
 	"echo":     echo,
+	"flooded":  flooded,
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.

@@ -10,12 +10,28 @@
 // passes, since the peer may not listen yet; the accepting side waits, for as
 // long as the caller's context allows, for the dialer to come.
 //
-// The dialer opens every connection with a wire.Handshake carrying the job
-// token, the communicator id, both ranks, the world size and the connection's
-// index. The accepting side checks all of it (the token in constant time)
-// and answers with a wire.HandshakeReply that accepts the connection or
-// refuses it with a reason, which it also logs; a dialer that is refused
-// fails at once with a *RefusedError instead of retrying until its timeout.
+// The dialer opens every connection with a challenge-response (see
+// wire.Handshake): it introduces itself (communicator id, both ranks, the
+// world size, the connection's index) with a fresh nonce; the listener
+// answers with a fresh nonce of its own; the dialer proves it holds the job
+// token with an HMAC over all of it; and only then does the listener
+// believe the introduction, check it against its own configuration, and
+// answer with a verdict carrying its own proof, which the dialer checks. No
+// value that crosses the wire can be replayed on another connection, and a
+// stranger who connects learns nothing it could test token guesses
+// against. A listener refuses an unproven dialer without saying anything
+// about itself, and a proven one with a reason, which it also logs; a
+// dialer that is refused fails at once with a *RefusedError instead of
+// retrying until its timeout. The handshake authenticates the peers, not
+// the frames that follow: the data stream is neither encrypted nor
+// protected against an attacker on the path.
+//
+// Connections still in their handshake are limited, in all and per source
+// address; past a limit the oldest unproven connection of the heaviest
+// source is closed, so a rank that answers its challenge at once gets
+// through a flood, and a connection whose proof verified no longer counts.
+// Each must finish within 10 seconds (or ConnectTimeout). Refusals are
+// logged at most once per 10 seconds, as a count with a sample.
 //
 // # Frames
 //
@@ -91,12 +107,9 @@ const (
 	// MaxSockets is the largest Config.NSocks accepted.
 	MaxSockets = 64
 
-	// handshakeTimeout bounds how long an accepted connection may take to
-	// send its handshake.
+	// handshakeTimeout bounds how long an accepted connection may take
+	// through its handshake.
 	handshakeTimeout = 10 * time.Second
-	// maxPendingHandshakes bounds the accepted connections not yet
-	// through their handshake; more are closed at once.
-	maxPendingHandshakes = 256
 	// abortWriteTimeout bounds the write of an abort frame.
 	abortWriteTimeout = 200 * time.Millisecond
 )
@@ -116,6 +129,10 @@ type Config struct {
 	// CommID identifies the communicator; peers of another communicator
 	// are refused.
 	CommID uint64
+	// Job identifies the job, if the caller knows an identity all ranks
+	// share; it is bound into the handshake's proofs, so that ranks of
+	// another job with the same token are refused. "" means none.
+	Job string
 	// Listener is this rank's listener, already bound, whose address the
 	// caller has published to the other ranks. The Transport owns it and
 	// closes it in Close.
@@ -174,7 +191,7 @@ type Transport struct {
 	pollFor        time.Duration // <= 0: no polling
 	yield          bool
 	sending        atomic.Int32 // Sends in progress on other goroutines than TrySend's
-	token          [32]byte
+	key            [32]byte     // proves handshakes: wire.HandshakeKey(token, job)
 	commID         uint64
 	nsocks         int
 	connectTimeout time.Duration
@@ -187,11 +204,14 @@ type Transport struct {
 	cancel context.CancelFunc
 
 	state      atomic.Int32
-	mu         sync.Mutex // guards the fields below and wg.Add
-	abortErr   error      // what calls return after Abort
-	abortText  string     // the cause given to Abort, as text
-	abortFrame []byte     // the abort frame sent to peers
-	pending    map[net.Conn]struct{}
+	mu         sync.Mutex                // guards the fields below and wg.Add
+	abortErr   error                     // what calls return after Abort
+	abortText  string                    // the cause given to Abort, as text
+	abortFrame []byte                    // the abort frame sent to peers
+	pending    map[*pendingConn]struct{} // accepted connections in their handshake
+	perSource  map[string]int            // unproven pending connections by IP address
+	unproven   int                       // unproven pending connections in all
+	refusals   refusalLog
 	wg         sync.WaitGroup
 }
 
@@ -234,7 +254,7 @@ func New(cfg Config) (*Transport, error) {
 	t := &Transport{
 		rank:           cfg.Rank,
 		size:           cfg.Size,
-		token:          cfg.Token,
+		key:            wire.HandshakeKey(&cfg.Token, cfg.Job),
 		commID:         cfg.CommID,
 		nsocks:         max(cfg.NSocks, 1),
 		crc:            cfg.Checksum,
@@ -245,7 +265,8 @@ func New(cfg Config) (*Transport, error) {
 		ln:             cfg.Listener,
 		log:            cfg.Logger,
 		peers:          make([]*peer, cfg.Size),
-		pending:        make(map[net.Conn]struct{}),
+		pending:        make(map[*pendingConn]struct{}),
+		perSource:      make(map[string]int),
 	}
 	if t.connectTimeout == 0 {
 		t.connectTimeout = DefaultConnectTimeout
@@ -257,6 +278,7 @@ func New(cfg Config) (*Transport, error) {
 		t.log = slog.New(slog.DiscardHandler)
 	}
 	t.log = t.log.With("transport", "tcp", "rank", t.rank)
+	t.refusals = refusalLog{log: t.log, every: refusalLogEvery}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for r := range t.peers {
 		if r == t.rank {
@@ -532,8 +554,8 @@ func (t *Transport) Close() error {
 	}
 	t.state.Store(stateClosed)
 	pending := make([]net.Conn, 0, len(t.pending))
-	for c := range t.pending {
-		pending = append(pending, c)
+	for pc := range t.pending {
+		pending = append(pending, pc.nc)
 	}
 	t.mu.Unlock()
 	t.cancel()
@@ -550,6 +572,7 @@ func (t *Transport) Close() error {
 		pr.closeConns()
 	}
 	t.wg.Wait()
+	t.refusals.stop()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -485,6 +486,7 @@ func waitGoroutines(t *testing.T, n int) {
 }
 
 func TestWrongToken(t *testing.T) {
+	logEveryRefusal(t)
 	w := newWorld(t, 3, 1)
 	server := w.transport(2)
 	good := w.transport(1)
@@ -501,7 +503,7 @@ func TestWrongToken(t *testing.T) {
 	start := time.Now()
 	err = bad.Connect(ctx, []int{2})
 	var refused *RefusedError
-	if !errors.As(err, &refused) || refused.Peer != 2 || refused.Reason != "job token mismatch" {
+	if !errors.As(err, &refused) || refused.Peer != 2 || !strings.Contains(refused.Reason, "authentication failed") {
 		t.Fatalf("Connect with the wrong token: %v, want a RefusedError for a token mismatch", err)
 	}
 	if !errors.Is(err, errs.ErrPeerLost) {
@@ -510,7 +512,7 @@ func TestWrongToken(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("refusal took %v; it should not wait for the connect timeout", d)
 	}
-	if log := w.logs.String(); !strings.Contains(log, "refused connection") || !strings.Contains(log, "job token mismatch") {
+	if log := w.logs.String(); !strings.Contains(log, "refused connection") || !strings.Contains(log, "authentication failed") {
 		t.Errorf("server log lacks the refusal:\n%s", log)
 	}
 	// The listener keeps serving the right peers.
@@ -530,11 +532,12 @@ func barrier2(ctx context.Context, tr *Transport, peer int) error {
 	return <-errc
 }
 
-// rawHandshake returns the encoding of a handshake from rank to target in a
+// rawHello returns the encoding of a handshake from rank to target in a
 // world of size.
-func rawHandshake(rank, target, size, nsocks int, mod func(*wire.Handshake)) []byte {
-	h := wire.Handshake{Version: wire.HandshakeVersion, Token: testToken, CommID: testCommID,
+func rawHello(rank, target, size, nsocks int, mod func(*wire.Handshake)) []byte {
+	h := wire.Handshake{Version: wire.HandshakeVersion, CommID: testCommID,
 		Rank: uint32(rank), Target: uint32(target), Size: uint32(size), Sockets: uint16(nsocks)}
+	rand.Read(h.Nonce[:])
 	if mod != nil {
 		mod(&h)
 	}
@@ -543,10 +546,49 @@ func rawHandshake(rank, target, size, nsocks int, mod func(*wire.Handshake)) []b
 	return b
 }
 
+// testKey is the handshake key of the test token.
+var testKey = wire.HandshakeKey(&testToken, "")
+
+// rawHandshake runs a dialer's side of the handshake on c as rank to
+// target in a world of size, proving with the test token, and returns the
+// listener's last reply: a refusal of the handshake, or its verdict on
+// the proof, whose own proof it checks.
+func rawHandshake(c net.Conn, rank, target, size, nsocks int, mod func(*wire.Handshake)) (wire.HandshakeReply, error) {
+	return rawHandshakeKey(c, &testKey, rank, target, size, nsocks, mod)
+}
+
+func rawHandshakeKey(c net.Conn, key *[32]byte, rank, target, size, nsocks int, mod func(*wire.Handshake)) (wire.HandshakeReply, error) {
+	b := rawHello(rank, target, size, nsocks, mod)
+	var h wire.Handshake
+	if err := h.Unmarshal(b); err != nil {
+		return wire.HandshakeReply{}, err
+	}
+	if _, err := c.Write(b); err != nil {
+		return wire.HandshakeReply{}, err
+	}
+	ch, err := wire.ReadHandshakeReply(c)
+	if err != nil || ch.Status != wire.ReplyChallenge {
+		return ch, err
+	}
+	proof := wire.DialerProof(key, &h, &ch.Data)
+	if _, err := c.Write(proof[:]); err != nil {
+		return wire.HandshakeReply{}, err
+	}
+	rep, err := wire.ReadHandshakeReply(c)
+	if err != nil {
+		return rep, err
+	}
+	if want := wire.ListenerProof(key, &h, &ch.Data, rep.Status, rep.Reason); !wire.ProofEqual(&want, &rep.Data) && rep.Status != wire.ReplyRefuse {
+		return rep, fmt.Errorf("the listener's %s carries no valid proof", rep.Status)
+	}
+	return rep, nil
+}
+
 // TestHostilePeers throws raw sockets at a live transport (rank 3 of 4) and
 // checks it refuses them, logs why, never allocates what a frame claims, and
 // keeps serving its legitimate peer (rank 2).
 func TestHostilePeers(t *testing.T) {
+	logEveryRefusal(t)
 	w := newWorld(t, 4, 1)
 	server := w.transport(3)
 	good := w.transport(2)
@@ -565,12 +607,11 @@ func TestHostilePeers(t *testing.T) {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		return c
 	}
-	// refused sends b and expects a refusal whose reason contains want.
-	refused := func(t *testing.T, b []byte, want string) {
+	// refused runs send and expects a refusal whose reason contains want.
+	refused := func(t *testing.T, send func(net.Conn) (wire.HandshakeReply, error), want string) {
 		t.Helper()
 		c := dial(t)
-		c.Write(b)
-		rep, err := wire.ReadHandshakeReply(c)
+		rep, err := send(c)
 		if err != nil {
 			t.Fatalf("no reply: %v", err)
 		}
@@ -587,23 +628,35 @@ func TestHostilePeers(t *testing.T) {
 		for i := range garbage {
 			garbage[i] = byte(i*37 + 11)
 		}
+		raw := func(b []byte) func(net.Conn) (wire.HandshakeReply, error) {
+			return func(c net.Conn) (wire.HandshakeReply, error) {
+				c.Write(b)
+				return wire.ReadHandshakeReply(c)
+			}
+		}
+		as := func(rank, target, size, nsocks int, mod func(*wire.Handshake)) func(net.Conn) (wire.HandshakeReply, error) {
+			return func(c net.Conn) (wire.HandshakeReply, error) { return rawHandshake(c, rank, target, size, nsocks, mod) }
+		}
+		wrongKey := wire.HandshakeKey(&[32]byte{'n', 'o', 'p', 'e'}, "")
 		tests := []struct {
 			name string
-			b    []byte
+			send func(net.Conn) (wire.HandshakeReply, error)
 			want string
 		}{
-			{"garbage", garbage, "malformed handshake"},
-			{"http", []byte("GET / HTTP/1.1\r\nHost: example\r\nAccept: */*\r\n\r\n"), "malformed handshake"},
-			{"version", rawHandshake(0, 3, 4, 1, func(h *wire.Handshake) { h.Version = 9 }), "malformed handshake"},
-			{"token", rawHandshake(0, 3, 4, 1, func(h *wire.Handshake) { h.Token[0]++ }), "job token mismatch"},
-			{"communicator", rawHandshake(0, 3, 4, 1, func(h *wire.Handshake) { h.CommID++ }), "communicator"},
-			{"world size", rawHandshake(0, 3, 5, 1, nil), "world of 5 ranks"},
-			{"target", rawHandshake(0, 2, 4, 1, nil), "meant for rank 2"},
-			{"sockets", rawHandshake(0, 3, 4, 2, nil), "2 sockets per peer"},
-			{"duplicate", rawHandshake(2, 3, 4, 1, nil), "already connected"},
+			{"garbage", raw(garbage), "malformed handshake"},
+			{"http", raw([]byte("GET / HTTP/1.1\r\nHost: example\r\nAccept: */*\r\n\r\n")), "malformed handshake"},
+			{"version", raw(rawHello(0, 3, 4, 1, func(h *wire.Handshake) { h.Version = 1 })), "malformed handshake"},
+			{"token", func(c net.Conn) (wire.HandshakeReply, error) {
+				return rawHandshakeKey(c, &wrongKey, 0, 3, 4, 1, nil)
+			}, "authentication failed"},
+			{"communicator", as(0, 3, 4, 1, func(h *wire.Handshake) { h.CommID++ }), "communicator"},
+			{"world size", as(0, 3, 5, 1, nil), "world of 5 ranks"},
+			{"target", as(0, 2, 4, 1, nil), "meant for rank 2"},
+			{"sockets", as(0, 3, 4, 2, nil), "2 sockets per peer"},
+			{"duplicate", as(2, 3, 4, 1, nil), "already connected"},
 		}
 		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) { refused(t, tt.b, tt.want) })
+			t.Run(tt.name, func(t *testing.T) { refused(t, tt.send, tt.want) })
 		}
 	})
 
@@ -615,8 +668,7 @@ func TestHostilePeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.Write(rawHandshake(1, 0, 2, 1, nil))
-		rep, err := wire.ReadHandshakeReply(c)
+		rep, err := rawHandshake(c, 1, 0, 2, 1, nil)
 		if err != nil || rep.Status != wire.ReplyRefuse || !strings.Contains(rep.Reason, "higher ranks wait") {
 			t.Fatalf("reply %+v, %v; want a refusal", rep, err)
 		}
@@ -624,7 +676,7 @@ func TestHostilePeers(t *testing.T) {
 
 	t.Run("truncated handshake", func(t *testing.T) {
 		c := dial(t)
-		c.Write(rawHandshake(0, 3, 4, 1, nil)[:10])
+		c.Write(rawHello(0, 3, 4, 1, nil)[:10])
 		c.Close()
 		deadline := time.Now().Add(5 * time.Second)
 		for !strings.Contains(w.logs.String(), "no complete handshake") {
@@ -639,8 +691,7 @@ func TestHostilePeers(t *testing.T) {
 
 	t.Run("frame claiming 2^40 bytes", func(t *testing.T) {
 		c := dial(t)
-		c.Write(rawHandshake(0, 3, 4, 1, nil))
-		if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+		if rep, err := rawHandshake(c, 0, 3, 4, 1, nil); err != nil || rep.Status != wire.ReplyAccept {
 			t.Fatalf("handshake: %+v, %v", rep, err)
 		}
 		fp := fpFor(1, 1024)
@@ -673,8 +724,7 @@ func TestHostilePeers(t *testing.T) {
 
 	t.Run("garbage frame", func(t *testing.T) {
 		c := dial(t)
-		c.Write(rawHandshake(1, 3, 4, 1, nil))
-		if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+		if rep, err := rawHandshake(c, 1, 3, 4, 1, nil); err != nil || rep.Status != wire.ReplyAccept {
 			t.Fatalf("handshake: %+v, %v", rep, err)
 		}
 		junk := make([]byte, wire.FrameHeaderSize+100)
@@ -702,8 +752,7 @@ func TestHostilePeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.Write(rawHandshake(0, 1, 2, 1, nil))
-		if rep, err := wire.ReadHandshakeReply(c); err != nil || rep.Status != wire.ReplyAccept {
+		if rep, err := rawHandshake(c, 0, 1, 2, 1, nil); err != nil || rep.Status != wire.ReplyAccept {
 			t.Fatalf("handshake: %+v, %v", rep, err)
 		}
 		fp := fpFor(1, 100)
@@ -795,4 +844,12 @@ func startEcho(t testing.TB, tr *Transport, ctx context.Context, size int) (stop
 		tr.Close()
 		<-done
 	}
+}
+
+// logEveryRefusal makes transports created by the test log each refused
+// connection on a line of its own.
+func logEveryRefusal(t *testing.T) {
+	old := refusalLogEvery
+	refusalLogEvery = 0
+	t.Cleanup(func() { refusalLogEvery = old })
 }
