@@ -60,9 +60,26 @@
 // receiver whose read was revoked discards what it read. When the read is
 // not permitted (EPERM, ENOSYS, ...) the receiver answers "fallback", the
 // sender streams the payload through the ring after the descriptor, and
-// that sender uses the ring for later large messages to that peer. [New]
-// calls prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY) so that Yama permits the
-// reads.
+// that sender uses the ring for later large messages to that peer.
+//
+// # Process isolation
+//
+// Single-copy reads are ptrace-level access: where Yama restricts ptrace
+// (ptrace_scope 1), a process may read another's memory only if it is an
+// ancestor of it or was named by it with prctl(PR_SET_PTRACER). A rank
+// whose single-copy sends are off (Config.CMAThreshold < 0; hcomm's
+// default) changes nothing. A rank that posts single-copy descriptors
+// names, once every local rank has attached, the peer that will read its
+// memory: with one local peer that peer's pid. Yama keeps a single ptracer
+// per process, but admits the named process's descendants too, so with
+// several local peers the rank names their nearest common ancestor other
+// than init, as a rule the launcher (hcomm run, torchrun, mpirun), which
+// admits the job's local ranks and the launcher's other descendants but
+// not the user's other processes. Where the peers share no such ancestor
+// nobody is named, and under Yama their reads are refused and fall back to
+// the ring. PR_SET_PTRACER_ANY is never used. Without Yama (or with
+// ptrace_scope 0) every process of the same user may read a rank's memory
+// anyway: ranks are isolated from other users, not from the same user.
 //
 // # Waiting
 //

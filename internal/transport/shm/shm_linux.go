@@ -162,10 +162,6 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		return t, nil
 	}
 	t.oversubscribed = cfg.Yield > 0 || (cfg.Yield == 0 && n > runtime.NumCPU())
-	// Let peers read this process's memory where Yama restricts it. The
-	// call fails harmlessly without Yama.
-	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
-
 	var seg *segment
 	var err error
 	if t.me == 0 {
@@ -191,6 +187,11 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		t.log.Warn("shm: cannot unlink segment", "path", seg.path, "err", err)
 	}
 	t.seg = seg
+	if t.cmaThreshold > 0 {
+		// Single-copy reads: let the peers (only) read this process's
+		// memory where Yama restricts it.
+		t.allowPeerReads()
+	}
 	for j, r := range t.local {
 		if j == t.me {
 			continue
