@@ -146,7 +146,7 @@ func perfMain(args []string, stdout, stderr io.Writer) error {
 				sink = rp.add
 			}
 		}
-		err = runPerf(ctx, c, pc, pc.algos[0], sink, stderr)
+		err = runPerf(ctx, c, pc, pc.algos[0], sink, stderr, false)
 		if rp != nil {
 			err = errors.Join(err, rp.close())
 		}

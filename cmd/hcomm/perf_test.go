@@ -336,11 +336,18 @@ func TestPatternsExact(t *testing.T) {
 	for _, n := range ranks {
 		for _, dt := range dtypes {
 			for _, op := range redops {
+				// Sizes below and above every pattern's period.
 				args := []string{"-local", "-n", strconv.Itoa(n), "-op", "allreduce,reducescatter,reduce",
-					"-b", "4", "-e", "4K", "-f", "32", "-iters", "1", "-warmup", "1", "-json", "-inplace", "both",
+					"-b", "4", "-e", "4K", "-f", "1024", "-iters", "1", "-warmup", "1", "-json", "-inplace", "both",
 					"-dtype", dt.String(), "-redop", op.String()}
+				pc, err := parsePerfFlags(args, io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pc.settle = 0 // what is checked here needs no settled CPUs
 				var out bytes.Buffer
-				if err := perfMain(args, &out, io.Discard); err != nil {
+				rp := newReporter(pc, n, "", &out, io.Discard)
+				if err := errors.Join(measureJob(context.Background(), pc, "", rp, io.Discard), rp.close()); err != nil {
 					t.Errorf("%d ranks, %v %v: %v", n, dt, op, err)
 					continue
 				}

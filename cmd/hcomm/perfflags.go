@@ -41,6 +41,7 @@ type perfConfig struct {
 	label    string
 	plot     string
 	plotLogY bool
+	settle   time.Duration // barriers before the first point (settleFor; tests may skip them)
 	replot   []string
 	verbose  progressMode
 }
@@ -235,7 +236,7 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 		fmt.Fprint(stderr, perfUsage)
 		fs.PrintDefaults()
 	}
-	pc := &perfConfig{target: 200 * time.Millisecond, maxOp: 3 * time.Second, modes: []bool{false}}
+	pc := &perfConfig{target: 200 * time.Millisecond, maxOp: 3 * time.Second, modes: []bool{false}, settle: settleFor}
 	var ops, minB, maxB, dtype, redop, replot string
 	var csv, jsonOut, noHeader bool
 	fs.IntVar(&pc.n, "n", 2, "number of ranks (processes started through hcomm run, or goroutines with -local)")

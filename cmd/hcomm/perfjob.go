@@ -51,7 +51,7 @@ func measureJob(ctx context.Context, pc *perfConfig, algo string, rp *reporter, 
 			if c.Rank() == 0 {
 				sink = rp.add
 			}
-			errs[c.Rank()] = runPerf(ctx, c, pc, algo, sink, errOut)
+			errs[c.Rank()] = runPerf(ctx, c, pc, algo, sink, errOut, true)
 			var we wrongError
 			if err := errs[c.Rank()]; err != nil && !errors.As(err, &we) {
 				c.Abort(err) // so that the other ranks fail too instead of waiting

@@ -45,16 +45,21 @@ func (r row) csvLine() string {
 // runPerf runs the sweep on this rank. Rank 0 passes each row to sink;
 // other ranks pass a nil sink. Ranks that find wrong elements print an
 // ERROR line on errOut.
-func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, sink func(row), errOut io.Writer) error {
-	if err := settle(ctx, c, settleFor); err != nil {
-		return fmt.Errorf("settling: %w", err)
+//
+// sharedHeap says that the ranks are goroutines of one process: one
+// garbage collection before each point serves them all.
+func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, sink func(row), errOut io.Writer, sharedHeap bool) error {
+	if pc.settle > 0 {
+		if err := settle(ctx, c, pc.settle); err != nil {
+			return fmt.Errorf("settling: %w", err)
+		}
 	}
 	wrongPoints := 0
 	for _, op := range pc.ops {
 	sizes:
 		for _, size := range pc.sizes(op) {
 			for _, inPlace := range pc.modes {
-				r, est, err := measure(ctx, c, pc, op, size, inPlace, errOut)
+				r, est, err := measure(ctx, c, pc, op, size, inPlace, errOut, sharedHeap)
 				if err != nil {
 					return fmt.Errorf("%s %d B: %w", op, size, err)
 				}
@@ -84,13 +89,23 @@ func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, si
 // measure runs one op at one size on this rank and returns the row, with
 // time and wrong counts aggregated over the ranks, and the estimated
 // duration of one call (maximum over ranks).
-func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer) (row, time.Duration, error) {
+func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer, sharedHeap bool) (row, time.Duration, error) {
 	bo := benchOps[op]
 	b := bo.setup(c, size, inPlace, pc.dtype, pc.redop)
 	// Collect the garbage of setting up (this point's buffers, the last
 	// point's, Init's) now, so that no collection runs during the timed
-	// loop: the collectives themselves do not allocate.
-	runtime.GC()
+	// loop: the collectives themselves do not allocate. Ranks that share
+	// a process share its heap: once all have set up, one collection
+	// serves them all (n of them at once, beside ranks polling for each
+	// other, took tens of milliseconds a point).
+	if sharedHeap {
+		if err := c.Barrier(ctx); err != nil {
+			return row{}, 0, err
+		}
+	}
+	if !sharedHeap || c.Rank() == 0 {
+		runtime.GC()
+	}
 	// 1. One verified iteration.
 	b.fill()
 	if err := c.Barrier(ctx); err != nil {
