@@ -35,8 +35,8 @@ import (
 // name, and removes it when it stops; it prints nothing on standard output.
 // Without --env-file it prints HCOMM_STORE=... on standard output, and
 // HCOMM_TOKEN=... too when it made the token (redirected to a file, that
-// file gets the umask's mode, often readable by every user: prefer
-// --env-file). host is the --listen host or, when that is unspecified, this
+// file gets the umask's mode, often readable by every user, which the store
+// then warns about: prefer --env-file). host is the --listen host or, when that is unspecified, this
 // machine's first non-loopback IPv4 address. The store serves until SIGINT
 // or SIGTERM. It never logs the token.
 
@@ -104,6 +104,9 @@ func serveStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "HCOMM_STORE=%s\n", url)
 		if generated {
 			fmt.Fprintf(stdout, "HCOMM_TOKEN=%s\n", token)
+			if mode, ok := othersCanRead(stdout); ok {
+				fmt.Fprintf(stderr, "hcomm store: warning: standard output is a file that other users can read (mode %#o) and now holds the token; use --env-file FILE\n", mode)
+			}
 		}
 	}
 	fmt.Fprintf(stderr, "hcomm store: serving on %s until interrupted\n", srv.Addr())
@@ -111,6 +114,20 @@ func serveStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	srv.Close()
 	fmt.Fprintln(stderr, "hcomm store: stopped")
 	return nil
+}
+
+// othersCanRead reports whether w is a regular file that users other than
+// its owner may read, and its permission bits.
+func othersCanRead(w io.Writer) (os.FileMode, bool) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0, false
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0, false
+	}
+	return st.Mode().Perm(), st.Mode().Perm()&0o044 != 0
 }
 
 // writeEnvFile writes HCOMM_STORE and HCOMM_TOKEN into path, a file of

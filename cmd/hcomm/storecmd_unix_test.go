@@ -78,3 +78,45 @@ func TestStoreEnvFile(t *testing.T) {
 		t.Errorf("temporary files left behind: %q", m)
 	}
 }
+
+// TestStoreStdoutWarning: a generated token printed into a file others can
+// read (the old "> store.env") draws a warning.
+func TestStoreStdoutWarning(t *testing.T) {
+	t.Setenv("HCOMM_TOKEN", "")
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o644, true}, {0o600, false}} {
+		out, err := os.OpenFile(filepath.Join(t.TempDir(), "store.env"), os.O_CREATE|os.O_WRONLY, tc.mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errR, errW := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- serveStoreCmd(ctx, []string{"--listen", "127.0.0.1:0"}, out, errW)
+			errW.Close()
+		}()
+		sc := bufio.NewScanner(errR)
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.Contains(sc.Text(), "serving on") {
+				break
+			}
+		}
+		cancel()
+		go io.Copy(io.Discard, errR)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		warned := strings.Contains(strings.Join(lines, "\n"), "other users can read")
+		if warned != tc.warn {
+			t.Errorf("mode %v: warned %v, want %v; stderr %q", tc.mode, warned, tc.warn, lines)
+		}
+	}
+}
