@@ -65,6 +65,8 @@ type Comm struct {
 	p2pSeq    []uint64
 	streamsMu sync.Mutex
 	streams   map[*Stream]struct{} // made by NewStream, closed by Close
+	winMu     sync.Mutex
+	windows   map[*Window]struct{} // open windows, released by Close
 
 	stateMu  sync.Mutex
 	state    atomic.Int32 // stateOK, stateClosed, stateFailed
@@ -192,8 +194,8 @@ func (c *Comm) Abort(cause error) {
 	c.t.Abort(cause)
 }
 
-// Close releases the communicator and closes the streams made by its
-// NewStream. It does not wait for peers; operations still running fail
+// Close releases the communicator, closes the streams made by its
+// NewStream and releases its windows still open. It does not wait for peers; operations still running fail
 // with ErrClosed, and peers waiting on this rank see it as lost. Close is
 // idempotent.
 func (c *Comm) Close() error {
@@ -211,6 +213,7 @@ func (c *Comm) Close() error {
 		s.Close()
 	}
 	c.streamsMu.Unlock()
+	c.closeWindows()
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()

@@ -33,8 +33,8 @@ const WindowSignals = rma.NumSignals
 // the range it names: every access is checked against the target's
 // registration, on the origin and again on the target.
 //
-// A Window is safe for concurrent use. Close every window before closing
-// its communicator.
+// A Window is safe for concurrent use. Closing the communicator releases
+// the windows still open on this rank without waiting for the peers.
 type Window struct {
 	c  *Comm
 	w  *rma.Window
@@ -92,7 +92,26 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 		t.Close()
 		return nil, c.windowErr(name, -1, err)
 	}
-	return &Window{c: c, w: w, id: id}, nil
+	win := &Window{c: c, w: w, id: id}
+	c.winMu.Lock()
+	if c.windows == nil {
+		c.windows = make(map[*Window]struct{})
+	}
+	c.windows[win] = struct{}{}
+	c.winMu.Unlock()
+	return win, nil
+}
+
+// closeWindows releases the windows still open when the communicator
+// closes, without waiting for peers.
+func (c *Comm) closeWindows() {
+	c.winMu.Lock()
+	ws := c.windows
+	c.windows = nil
+	c.winMu.Unlock()
+	for w := range ws {
+		w.w.Close()
+	}
 }
 
 // windowErr wraps an error of a window operation.
@@ -237,6 +256,9 @@ func (w *Window) Close(ctx context.Context) error {
 		return w.c.windowErr("Close", -1, ErrClosed)
 	}
 	berr := w.c.Barrier(ctx)
+	w.c.winMu.Lock()
+	delete(w.c.windows, w)
+	w.c.winMu.Unlock()
 	err := w.w.Close()
 	if berr != nil {
 		return w.c.windowErr("Close", -1, berr)

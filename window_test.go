@@ -288,3 +288,38 @@ func TestWindowMultiHost(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// A window left open is released by the communicator's Close (goleak in
+// TestMain checks its goroutines are gone).
+func TestWindowReleasedByCommClose(t *testing.T) {
+	ctx := context.Background()
+	for _, messages := range []bool{false, true} {
+		windowMessages = messages
+		comms, err := NewLocal(ctx, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := make([]*Window, 2)
+		var wg sync.WaitGroup
+		for i, c := range comms {
+			wg.Go(func() {
+				w, err := c.AllocWindow(ctx, 64)
+				if err != nil {
+					t.Error(err)
+				}
+				ws[i] = w
+			})
+		}
+		wg.Wait()
+		windowMessages = false
+		for _, c := range comms {
+			c.Close()
+		}
+		if ws[0] == nil {
+			t.FailNow()
+		}
+		if err := ws[0].Put(ctx, 1, 0, []byte{1}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Put after the communicator closed: %v", err)
+		}
+	}
+}
