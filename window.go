@@ -2,6 +2,7 @@ package hcomm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hcomm-go/hcomm/internal/rma"
@@ -80,7 +81,7 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	}
 	p := rma.Params{
 		Rank: c.rank, Size: c.size, ID: uint32(n), T: t, Buf: buf, Alloc: alloc,
-		Chunk: c.ex.ChunkBytes(), Messages: windowMessages,
+		Chunk: c.ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.timeout,
 		Exchange: func(ctx context.Context, rec []byte) ([]byte, error) {
 			all := make([]byte, c.size*len(rec))
 			return all, AllGather(ctx, c, rec, all)
@@ -121,6 +122,10 @@ func (c *Comm) windowErr(op string, target int, err error) error {
 	}
 	if p := peerOf(err); p >= 0 {
 		target = p
+	}
+	var te rma.TimeoutError
+	if errors.As(err, &te) {
+		err = &timeoutError{after: te.After}
 	}
 	return &OpError{Op: op, Rank: c.rank, Peer: target, Err: err}
 }
@@ -172,8 +177,7 @@ func (w *Window) put(parent context.Context, op string, target, off int, src []b
 	if err := w.ready(op, target); err != nil {
 		return err
 	}
-	ctx, cancel := w.c.withTimeout(parent)
-	defer cancel()
+	ctx := parent // the message path applies the configured timeout
 	var err error
 	if sig >= 0 || op == "PutSignal" {
 		err = w.w.PutSignal(ctx, target, off, src, s, sig, add)
@@ -207,9 +211,7 @@ func (w *Window) get(parent context.Context, op string, target, off int, dst []b
 	if err := w.ready(op, target); err != nil {
 		return err
 	}
-	ctx, cancel := w.c.withTimeout(parent)
-	defer cancel()
-	return w.c.windowErr(op, target, w.w.Get(ctx, target, off, dst, s))
+	return w.c.windowErr(op, target, w.w.Get(parent, target, off, dst, s))
 }
 
 // Flush returns once every Put this rank issued to target (-1: to every
@@ -242,8 +244,6 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 	if err := w.ready("WaitSignal", -1); err != nil {
 		return 0, err
 	}
-	ctx, cancel := w.c.withTimeout(ctx)
-	defer cancel()
 	v, err := w.w.WaitSignal(ctx, sig, atLeast)
 	return v, w.c.windowErr("WaitSignal", -1, err)
 }

@@ -323,3 +323,53 @@ func TestWindowReleasedByCommClose(t *testing.T) {
 		}
 	}
 }
+
+// Put, Get and PutSignal between ranks of one host, and a WaitSignal that
+// need not sleep, allocate nothing.
+func TestWindowZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	ctx := context.Background()
+	comms, err := NewLocal(ctx, 2, &Config{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	ws := make([]*Window, 2)
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Go(func() {
+			w, err := c.AllocWindow(ctx, 4096)
+			if err != nil {
+				t.Error(err)
+			}
+			ws[i] = w
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	w := ws[0]
+	buf := make([]byte, 1024)
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"Put", func() { w.Put(ctx, 1, 512, buf) }},
+		{"Put to self", func() { w.Put(ctx, 0, 512, buf) }},
+		{"Get", func() { w.Get(ctx, 1, 512, buf) }},
+		{"PutStrided", func() { w.PutStrided(ctx, 1, 0, buf, 4, 16, 32, 64) }},
+		{"PutSignal", func() { w.PutSignal(ctx, 0, 0, buf[:8], 3, 1) }},
+		{"WaitSignal", func() { w.WaitSignal(ctx, 3, 1) }},
+	} {
+		if n := testing.AllocsPerRun(100, tc.f); n != 0 {
+			t.Errorf("%s allocates %.1f times per call", tc.name, n)
+		}
+	}
+}

@@ -47,7 +47,9 @@ func (w *Window) recvRows(ctx context.Context, q *peer, b []byte, pitch, rows, n
 
 // request sends h (and for Put the rows of loc) to q and waits for the
 // reply (for Get, its rows land in loc).
-func (w *Window) request(ctx context.Context, q *peer, h *header, loc []byte, locPitch int) error {
+func (w *Window) request(parent context.Context, q *peer, h *header, loc []byte, locPitch int) error {
+	ctx, cancel := w.withTimeout(parent)
+	defer cancel()
 	q.reqMu.Lock()
 	defer q.reqMu.Unlock()
 	raceSync()
@@ -72,6 +74,9 @@ func (w *Window) request(ctx context.Context, q *peer, h *header, loc []byte, lo
 	}
 	q.sendMu.Unlock()
 	if err != nil {
+		if ctx.Err() != nil {
+			err = w.ctxErr(parent, ctx)
+		}
 		// A request cut short leaves the stream to q unusable.
 		w.poison(err)
 		return w.failed(q, pd, err)
@@ -93,8 +98,9 @@ func (w *Window) request(ctx context.Context, q *peer, h *header, loc []byte, lo
 	case <-ctx.Done():
 		// The reply may still come and write into loc: stop the
 		// window's traffic before giving loc back.
-		w.poison(ctx.Err())
-		return w.failed(q, pd, ctx.Err())
+		err := w.ctxErr(parent, ctx)
+		w.poison(err)
+		return w.failed(q, pd, err)
 	}
 }
 

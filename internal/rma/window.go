@@ -85,6 +85,34 @@ type Params struct {
 	Barrier func(ctx context.Context) error
 	// Messages forces the message path to every other rank.
 	Messages bool
+	// Timeout bounds each request on the message path and each
+	// WaitSignal that has to sleep (0: only the ctx does).
+	Timeout time.Duration
+}
+
+// TimeoutError is returned when Params.Timeout (not the caller's ctx)
+// ended a wait. It matches context.DeadlineExceeded.
+type TimeoutError struct{ After time.Duration }
+
+func (e TimeoutError) Error() string { return fmt.Sprintf("timed out after %v", e.After) }
+
+func (e TimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// withTimeout bounds ctx by the window's timeout.
+func (w *Window) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, w.timeout)
+}
+
+// ctxErr is ctx's error, as a TimeoutError when the window's timeout (and
+// not the parent ctx) ended it.
+func (w *Window) ctxErr(parent, ctx context.Context) error {
+	if parent.Err() == nil && ctx.Err() == context.DeadlineExceeded {
+		return TimeoutError{w.timeout}
+	}
+	return ctx.Err()
 }
 
 // Modes of reaching a peer.
@@ -101,6 +129,7 @@ type Window struct {
 	id, nonce  uint32
 	t          transport.Transport
 	chunk      int
+	timeout    time.Duration
 	mem        []byte   // this rank's exposed bytes
 	seg        *segment // this rank's segment (signals; data for AllocWindow)
 	alloc      bool
@@ -151,7 +180,7 @@ type reply struct {
 // New makes a window; every rank of the group calls it.
 func New(ctx context.Context, p Params) (*Window, error) {
 	w := &Window{
-		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk,
+		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout,
 		nonce: rand.Uint32() | 1, alloc: p.Alloc >= 0,
 		fp: wire.Fingerprint{Coll: wire.CollSendRecv, Root: -1 - int32(p.ID%(1<<30))},
 	}
@@ -536,14 +565,17 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 			runtime.Gosched()
 		}
 	}
+	parent := ctx
+	ctx, cancel := w.withTimeout(ctx)
+	defer cancel()
 	bell, waiters := w.seg.u32(bellOff), w.seg.u32(waitersOff)
 	for {
 		b := atomic.LoadUint32(bell)
 		if v := loadSignal(word); v >= atLeast {
 			return v, nil
 		}
-		if err := ctx.Err(); err != nil {
-			return atomic.LoadUint64(word), err
+		if ctx.Err() != nil {
+			return atomic.LoadUint64(word), w.ctxErr(parent, ctx)
 		}
 		if err := w.usable(nil); err != nil {
 			return 0, err

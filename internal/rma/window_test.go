@@ -339,8 +339,9 @@ func TestWaitSignalDeadline(t *testing.T) {
 	}
 }
 
-// A hostile peer: rank 1 speaks the message protocol by hand.
-func TestHostilePeer(t *testing.T) {
+// hostile makes a window on rank 0 of two; rank 1 is the returned raw
+// endpoint, which speaks the message protocol by hand.
+func hostile(t *testing.T) (*Window, *local.Transport, uint32) {
 	ctx := context.Background()
 	f := local.NewFabric(2)
 	g := newGather(2)
@@ -366,8 +367,15 @@ func TestHostilePeer(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	ep := f.Endpoint(1)
+	t.Cleanup(func() { w.Close(); f.Endpoint(1).Close() })
+	return w, f.Endpoint(1), nonce
+}
+
+// A hostile peer: rank 1 sends requests out of bounds, for other windows,
+// and finally garbage.
+func TestHostilePeer(t *testing.T) {
+	ctx := context.Background()
+	w, ep, nonce := hostile(t)
 	fp := w.fp
 	send := func(h header, payload []byte) {
 		t.Helper()
@@ -440,7 +448,22 @@ func TestHostilePeer(t *testing.T) {
 	if err := w.Put(ctx, 1, 0, nil, Shape{}); !errors.Is(err, errs.ErrPeerLost) {
 		t.Fatalf("Put to a peer that broke the protocol: %v", err)
 	}
-	ep.Close()
+}
+
+// A peer that never answers: the request times out and the window is
+// unusable afterwards (a late reply must not land in a returned buffer).
+func TestRequestTimeout(t *testing.T) {
+	ctx := context.Background()
+	w, _, _ := hostile(t)
+	w.timeout = 20 * time.Millisecond
+	err := w.Get(ctx, 1, 0, nil, Shape{})
+	var te TimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get from a silent peer: %v", err)
+	}
+	if err := w.Put(ctx, 0, 0, []byte{1}, Shape{Len: 1}); !errors.Is(err, errs.ErrAborted) {
+		t.Fatalf("Put after a timed-out request: %v", err)
+	}
 }
 
 func FuzzDecodeHeader(f *testing.F) {
