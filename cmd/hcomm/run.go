@@ -181,7 +181,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	fs.StringVar(&rsh, "rsh", "ssh", "`command` that runs a shell command line on a remote host: CMD HOST WORDS...")
 	fs.StringVar(&cfg.storeAddr, "store-addr", "", "`host:port` for the job's store (default 127.0.0.1:0, or 0.0.0.0:0 with remote hosts)")
 	fs.BoolVar(&cfg.tagOutput, "tag-output", false, "prefix every output line with \"[rank] \"")
-	fs.DurationVar(&cfg.timeout, "timeout", 0, "stop the job after this `duration` (0: never)")
+	fs.DurationVar(&cfg.timeout, "timeout", 0, "stop the job after this `duration`, printing the ranks' states first (0: never)")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "how long ranks have to exit after SIGTERM before SIGKILL")
 	fs.DurationVar(&cfg.window, "report-window", defaultWindow, "after a rank fails, how long the others have to notice, report and exit on their own before they are stopped (0: stop at once)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "print the store's address and each rank's host and pid at start")

@@ -161,12 +161,25 @@ func stateLines(states []rankState) []string {
 				ranks[m.s.Rank] = &m.s.Snapshot
 			}
 		}
+		if id == "world" {
+			// A rank that answered without the world communicator has
+			// closed it.
+			for r, rs := range states {
+				if ranks[r] == nil && rs.state != nil {
+					ranks[r] = &trace.Snapshot{State: closedState}
+				}
+			}
+		}
 		if s := summarize(ranks); s != "" {
 			lines = append(lines, fmt.Sprintf("communicator %s: %s", id, s))
 		}
 	}
 	return lines
 }
+
+// closedState marks, in a summary, a rank that answered without the
+// communicator.
+const closedState = "closed"
 
 // describeComm says where one communicator of a rank is.
 func describeComm(cs commState) string {
@@ -186,7 +199,8 @@ func describeComm(cs commState) string {
 // furthest operation any of them entered: "ranks 0-2 wait in op #7
 // AllReduce(float32, 1024, sum); rank 3 last completed op #6 and has not
 // entered #7". A nil entry is a rank that did not answer. It returns ""
-// when every rank that answered is idle at the same point.
+// when every rank is done with the same operation (or closed the
+// communicator).
 func summarize(ranks []*trace.Snapshot) string {
 	var seq uint64
 	call := ""
@@ -215,11 +229,14 @@ func summarize(ranks []*trace.Snapshot) string {
 		case s == nil:
 			add("did not answer", r)
 			busy = true
+		case s.State == closedState:
+			add("closed it", r)
 		case s.Entered == seq && s.State == "running":
 			add(fmt.Sprintf("wait in op #%d %s", seq, call), r)
 			busy = true
 		case s.Entered == seq:
 			add(fmt.Sprintf("%s op #%d %s", s.State, seq, call), r)
+			busy = busy || s.State != "done"
 		default:
 			add(fmt.Sprintf("last completed op #%d and has not entered #%d", s.Completed, seq), r)
 			busy = true

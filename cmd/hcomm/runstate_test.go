@@ -187,7 +187,7 @@ func TestStateLines(t *testing.T) {
 			"rank 1 (pid 11): communicator world rank 1: op #2 " + ar + " failed for 1.5s",
 			"rank 1 (pid 11): communicator sub rank 1: no operation yet",
 			"rank 2 (pid 12): no open communicator",
-			"communicator world: ranks 0-1 failed op #2 " + ar + "; rank 2 did not answer",
+			"communicator world: ranks 0-1 failed op #2 " + ar + "; rank 2 closed it",
 			"communicator sub: rank 0 waits in op #1 Barrier(uint8, 0); rank 1 last completed op #0 and has not entered #1",
 		}},
 	} {
