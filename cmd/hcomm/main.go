@@ -21,6 +21,7 @@ commands:
   store   serve a rendezvous store for jobs started by other launchers (hcomm store -h)
   topo    print the topology a job sees (hcomm topo -h)
   version print hcomm's version, the Go release that built it and its commit
+  sim     predict collectives' times on a modelled cluster (hcomm sim -h)
 `
 
 func main() {
@@ -40,6 +41,8 @@ func main() {
 		err = topoCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "version", "-version", "--version":
 		err = versionCmd(os.Args[2:], os.Stdout)
+	case "sim":
+		err = simCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

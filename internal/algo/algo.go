@@ -1,9 +1,9 @@
 // Package algo holds hcomm's collective algorithms. Each one is a pure
 // function from a collective (a sched.Spec) and a rank to the sched.Program
 // that rank executes: no I/O, no randomness, no shared state. The same
-// program is run by the executor, checked by sched.Verify and timed by the
-// simulator. All, For and Lookup list them; Algorithm.Name is what
-// HCOMM_ALGO selects.
+// program is run by the executor (internal/exec), checked by sched.Verify
+// and timed by internal/sim's discrete-event model (hcomm sim). All, For
+// and Lookup list them; Algorithm.Name is what HCOMM_ALGO selects.
 //
 // # Cost model
 //

@@ -3,6 +3,7 @@ package algo
 import (
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
@@ -220,11 +221,11 @@ func dbtreeAllReduce(p *prog) {
 	_, half := sched.Block(c, 2, 0)
 	parts := [2][2]int{{0, half}, {half, c - half}}
 	var ops []timedOp
-	for i, t := range doubleTree(n) {
+	for i, s := range dbtreeSchedules(n) {
 		if parts[i][1] == 0 {
 			continue
 		}
-		ops = append(ops, newSchedule(t).ops(p, r, i, parts[i][0], parts[i][1])...)
+		ops = append(ops, s.ops(p, r, i, parts[i][0], parts[i][1])...)
 	}
 	slices.SortStableFunc(ops, func(a, b timedOp) int {
 		if a.time != b.time {
@@ -250,6 +251,26 @@ func dbtreeAllReduce(p *prog) {
 		p.step(step...)
 		i = j
 	}
+}
+
+// dbtreeLast caches the schedules of the last number of ranks: they cost
+// O(n) to build and depend on n only, and building every rank's program
+// (the simulator, the verifier's tests) would otherwise cost O(n²). They
+// are not modified once built.
+var dbtreeLast struct {
+	sync.Mutex
+	n int
+	s [2]*schedule
+}
+
+func dbtreeSchedules(n int) [2]*schedule {
+	dbtreeLast.Lock()
+	defer dbtreeLast.Unlock()
+	if dbtreeLast.n != n {
+		t := doubleTree(n)
+		dbtreeLast.n, dbtreeLast.s = n, [2]*schedule{newSchedule(t[0]), newSchedule(t[1])}
+	}
+	return dbtreeLast.s
 }
 
 // shareChannel reports whether ops of different trees in one slot send to the

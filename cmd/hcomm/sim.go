@@ -1,0 +1,201 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/sim"
+)
+
+const simUsage = `usage: hcomm sim -n N [-op OP] [-b SIZE] [-e SIZE] [-f F] [-topo FILE] [-algo NAMES]
+
+Predicts a collective's time on a modelled cluster by running the programs
+the executor runs through a discrete-event model (per-link α/β, cores,
+memory, NIC and rack uplink bandwidth shared by the flows crossing them,
+the executor's chunking and pipelining). For each size and algorithm it
+prints the predicted time, algbw and busbw (GB/s, nccl-tests factors; sizes
+counted as hcomm perf counts them) and the critical path: its chunks per
+link class and what its time was spent on (α latency, transfer, queueing
+for busy resources, reduction, local copies).
+
+-topo is "default" (8 ranks per host, racks of 32 hosts, 100 Gb/s NICs,
+2:1 uplinks), "local" (this kind of 2-core machine over shared memory, as
+calibrated in BENCHMARKS.md) or a JSON file of internal/sim's Topology
+(fields left out keep default's values). Flags:
+`
+
+func simCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, simUsage)
+		fs.PrintDefaults()
+	}
+	n := fs.Int("n", 8, "number of ranks")
+	opName := fs.String("op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, barrier")
+	bs := fs.String("b", "8", "smallest size (bytes; K/M/G suffixes)")
+	es := fs.String("e", "", "largest size (default: -b)")
+	f := fs.Int("f", 4, "size multiplication factor between rows")
+	topoName := fs.String("topo", "default", "topology: default, local or a JSON file")
+	algoNames := fs.String("algo", "", "algorithms to simulate, comma-separated (default: all of the collective)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected argument %q", fs.Arg(0))
+	}
+	if *n < 1 {
+		return fmt.Errorf("sim: -n %d: need at least 1 rank", *n)
+	}
+	coll, ok := sim.ParseColl(*opName)
+	if !ok {
+		return fmt.Errorf("sim: unknown collective %q", *opName)
+	}
+	lo, err := parseSize(*bs)
+	if err != nil {
+		return fmt.Errorf("sim: -b: %w", err)
+	}
+	hi := lo
+	if *es != "" {
+		if hi, err = parseSize(*es); err != nil {
+			return fmt.Errorf("sim: -e: %w", err)
+		}
+	}
+	if hi < lo {
+		return fmt.Errorf("sim: -e %d below -b %d", hi, lo)
+	}
+	if *f < 2 {
+		return fmt.Errorf("sim: -f %d: need at least 2", *f)
+	}
+	topo, err := sim.Load(*topoName)
+	if err != nil {
+		return err
+	}
+	algos, err := pickAlgos(coll, *algoNames)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	fmt.Fprintf(stdout, "# hcomm sim %s, topology %s\n# %s\n", coll, topoOrFile(topo, *topoName), topo.String(*n))
+	fmt.Fprintf(stdout, "# %12s %-14s %12s %8s %8s  %s\n", "size", "algo", "time(us)", "algbw", "busbw", "critical path")
+	t0 := time.Now()
+	var peak int64
+	for _, size := range simSizes(coll, lo, hi, *f) {
+		best, bestT := "", 0.0
+		// The algorithms are simulated side by side, one per CPU.
+		type out struct {
+			r   sim.Result
+			err error
+		}
+		outs := make([]chan out, len(algos))
+		sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+		for i, a := range algos {
+			outs[i] = make(chan out, 1)
+			go func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				r, err := sim.Simulate(topo, a, coll, *n, size, sim.Options{})
+				outs[i] <- out{r, err}
+			}()
+		}
+		for i, a := range algos {
+			o := <-outs[i]
+			r, err := o.r, o.err
+			if err != nil {
+				fmt.Fprintf(stdout, "  %12d %-14s %s\n", size, a.Name, err)
+				continue
+			}
+			peak = max(peak, r.ModelBytes)
+			fmt.Fprintf(stdout, "  %12d %-14s %12.2f %8.3f %8.3f  %s\n", r.Bytes, r.Algo, r.Time*1e6, r.AlgBW, r.BusBW, critical(&r.Critical))
+			if best == "" || r.Time < bestT {
+				best, bestT = a.Name, r.Time
+			}
+		}
+		if len(algos) > 1 && best != "" {
+			fmt.Fprintf(stdout, "  %12s fastest: %s\n", "", best)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(stdout, "# simulated in %.2f s; model state up to %.1f MiB, Go heap %.0f MiB\n",
+		time.Since(t0).Seconds(), float64(peak)/(1<<20), float64(ms.HeapSys)/(1<<20))
+	return nil
+}
+
+func topoOrFile(t sim.Topology, name string) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return name
+}
+
+// pickAlgos returns the algorithms of coll named in names (all if empty).
+func pickAlgos(coll sched.Coll, names string) ([]algo.Algorithm, error) {
+	if strings.TrimSpace(names) == "" {
+		return algo.For(coll), nil
+	}
+	var out []algo.Algorithm
+	for _, nm := range strings.Split(names, ",") {
+		nm = strings.TrimSpace(strings.ToLower(nm))
+		a, ok := algo.Lookup(coll, sim.ResolveAlgo(coll, nm))
+		if !ok {
+			var have []string
+			for _, a := range algo.For(coll) {
+				have = append(have, a.Name)
+			}
+			return nil, fmt.Errorf("no %s algorithm %q (have %s)", coll, nm, strings.Join(have, ", "))
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// simSizes returns lo, lo·f, … below hi, then hi (one size for Barrier).
+func simSizes(coll sched.Coll, lo, hi int64, f int) []int64 {
+	if coll == sched.Barrier {
+		return []int64{0}
+	}
+	var s []int64
+	for v := lo; v < hi; v *= int64(f) {
+		s = append(s, v)
+		if v > hi/int64(f) {
+			break
+		}
+		v = max(v, 1)
+	}
+	return append(s, hi)
+}
+
+// critical summarises a critical path in one line.
+func critical(b *sim.Breakdown) string {
+	var msgs []string
+	var total int64
+	for c, k := range b.Msgs {
+		if k > 0 {
+			msgs = append(msgs, fmt.Sprintf("%s %d", sim.ClassNames[c], k))
+		}
+		total += k
+	}
+	sum := b.Total()
+	pct := func(v float64) float64 {
+		if sum <= 0 {
+			return 0
+		}
+		return 100 * v / sum
+	}
+	s := fmt.Sprintf("%d chunks", total)
+	if len(msgs) > 0 {
+		s += " (" + strings.Join(msgs, ", ") + ")"
+	}
+	return s + fmt.Sprintf("; α %.0f%% transfer %.0f%% queue %.0f%% reduce %.0f%% local %.0f%%; ends on rank %d",
+		pct(b.Alpha), pct(b.Transfer), pct(b.Queue), pct(b.Reduce), pct(b.Local), b.Ranks[0])
+}

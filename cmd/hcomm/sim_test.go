@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSimCmd(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := simCmd([]string{"-n", "64", "-b", "1K", "-e", "1M", "-f", "32"}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{"AllReduce", "64 ranks: 8 host(s) × 8 ranks", "ring", "rd", "hd", "dbtree", "fastest:", "critical path", "chunks"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	// 1K, 32K, 1M: three sizes of four algorithms.
+	if rows := strings.Count(s, "ends on rank"); rows != 12 {
+		t.Errorf("%d rows, want 12:\n%s", rows, s)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "topo.json")
+	if err := os.WriteFile(file, []byte(`{"ranks_per_host": 2, "hosts_per_rack": 2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := simCmd([]string{"-n", "16", "-op", "allgather", "-algo", "ring", "-b", "64K", "-topo", file}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "16 ranks: 8 host(s) × 2 ranks, 4 rack(s)") || strings.Contains(s, "bruck") || !strings.Contains(s, "rack") {
+		t.Errorf("topology file not used:\n%s", s)
+	}
+}
+
+func TestSimCmdErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"nic_bw": -1}`), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "0"}, "at least 1 rank"},
+		{[]string{"-op", "allfoo"}, "unknown collective"},
+		{[]string{"-algo", "ring,nope"}, `no AllReduce algorithm "nope"`},
+		{[]string{"-b", "1M", "-e", "1K"}, "below -b"},
+		{[]string{"-b", "lots"}, "bad size"},
+		{[]string{"-f", "1"}, "at least 2"},
+		{[]string{"-topo", "/nonexistent.json"}, "no such file"},
+		{[]string{"-topo", bad}, "nic_bw"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		var out, errb bytes.Buffer
+		err := simCmd(c.args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+}

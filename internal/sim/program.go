@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
+
+// cop is one op of a compiled program: what the simulator needs of a
+// sched.Op (its kind, peers and length in bytes), without the regions.
+type cop struct {
+	bytes    int64
+	peer, to int32
+	kind     sched.Kind
+}
+
+func (o *cop) local() bool { return o.kind == sched.Copy || o.kind == sched.LocalReduce }
+
+// programs holds compiled programs back to back: program p's steps are
+// stepOff[progStep[p]:progStep[p+1]], step s's ops ops[stepOff[s]:stepOff[s+1]].
+type programs struct {
+	ops      []cop
+	stepOff  []int32 // one per step, plus the end of the last
+	progStep []int32 // one per program, plus the end
+}
+
+func newPrograms() *programs { return &programs{stepOff: []int32{0}, progStep: []int32{0}} }
+
+// add compiles p with elements of es bytes.
+func (ps *programs) add(p *sched.Program, es int) error {
+	for _, st := range p.Steps {
+		for _, o := range st.Ops {
+			ps.ops = append(ps.ops, cop{bytes: int64(o.Len()) * int64(es), peer: int32(o.Peer), to: int32(o.To), kind: o.Kind})
+		}
+		if len(ps.ops) > maxOps {
+			return fmt.Errorf("%w: programs of more than %d ops", ErrTooLarge, maxOps)
+		}
+		ps.stepOff = append(ps.stepOff, int32(len(ps.ops)))
+	}
+	ps.progStep = append(ps.progStep, int32(len(ps.stepOff)-1))
+	return nil
+}
+
+func (ps *programs) steps(p int) (lo, hi int32) { return ps.progStep[p], ps.progStep[p+1] }
+
+func (ps *programs) step(s int32) []cop { return ps.ops[ps.stepOff[s]:ps.stepOff[s+1]] }
+
+func (ps *programs) bytes() int64 {
+	return int64(len(ps.ops))*24 + int64(len(ps.stepOff)+len(ps.progStep))*4
+}
+
+// maxOps bounds the ops the simulator keeps (24 bytes each).
+const maxOps = 40 << 20
+
+// ErrTooLarge is returned for a run beyond the simulator's bounds.
+var ErrTooLarge = errors.New("sim: too large to simulate")
+
+// build returns rank's program of a for s.
+func build(a algo.Algorithm, s sched.Spec, rank int) (*sched.Program, error) {
+	p, err := a.Build(s, rank)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %s %s rank %d: %w", s.Coll, a.Name, rank, err)
+	}
+	return p, nil
+}
+
+// shifted reports whether program q is program p with every peer moved by
+// d ranks (mod n) and the same kinds and lengths, a length allowed to
+// differ by one element (the blocks of a count not divisible by n).
+func shifted(p, q *sched.Program, d, n int) bool {
+	if len(p.Steps) != len(q.Steps) {
+		return false
+	}
+	mv := func(r int) int { return (r + d) % n }
+	for i := range p.Steps {
+		a, b := p.Steps[i].Ops, q.Steps[i].Ops
+		if len(a) != len(b) {
+			return false
+		}
+		for j := range a {
+			x, y := &a[j], &b[j]
+			if x.Kind != y.Kind || x.Len()-y.Len() > 1 || y.Len()-x.Len() > 1 {
+				return false
+			}
+			if x.Kind != sched.Copy && x.Kind != sched.LocalReduce && mv(x.Peer) != y.Peer {
+				return false
+			}
+			if x.Kind == sched.RecvReduceSend || x.Kind == sched.RecvCopySend {
+				if mv(x.To) != y.To {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// period returns the smallest power of two P dividing n (or n) such that
+// rank r+P's program is rank r's shifted by P, checked on sample ranks:
+// the first two periods, the middle and the wrap-around at the end.
+func period(a algo.Algorithm, s sched.Spec) (int, error) {
+	n := s.N
+	cache := map[int]*sched.Program{}
+	get := func(r int) (*sched.Program, error) {
+		r %= n
+		if p, ok := cache[r]; ok {
+			return p, nil
+		}
+		p, err := build(a, s, r)
+		if err == nil {
+			cache[r] = p
+		}
+		return p, err
+	}
+	for P := 1; P < n; P *= 2 {
+		if n%P != 0 {
+			break
+		}
+		ok := true
+		for _, r := range []int{0, 1, P - 1, P, 2*P - 1, n/2 - 1, n / 2, n - 2*P, n - P - 1, n - P, n - 1} {
+			if r < 0 || r >= n {
+				continue
+			}
+			p, err := get(r)
+			if err != nil {
+				return 0, err
+			}
+			q, err := get(r + P)
+			if err != nil {
+				return 0, err
+			}
+			if !shifted(p, q, P, n) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return P, nil
+		}
+	}
+	return n, nil
+}

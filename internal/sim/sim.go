@@ -1,0 +1,786 @@
+// Package sim predicts the time of a collective on a modelled cluster by
+// running the programs internal/algo builds — the ones the executor runs —
+// through a discrete-event model of a topology.
+//
+// # Model
+//
+// Every rank executes its program as internal/exec does: steps in order,
+// the ops of a step concurrently, local ops (copies, reductions) first;
+// every message cut into chunks of ChunkBytes, a forwarding op passing
+// chunk i on before receiving chunk i+1. A chunk of b bytes between two
+// ranks takes α + b·β of its link class (shared memory in a host, network
+// in a rack, network across racks) once it holds the resources it crosses,
+// each a FIFO server: a core of the host (shared-memory copies, b·β) and
+// the host's memory bandwidth for intra-host chunks; the sending host's
+// NIC, the receiving host's NIC and, between racks, both racks' uplinks
+// for the others. Flows crossing one resource therefore share its
+// bandwidth, chunk by chunk. A receive-reduce occupies a core of the
+// receiving host for b·γ after the chunk arrived. Sends are eager: a
+// chunk leaves when the sender reaches it, and the sender moves on when
+// it has arrived.
+//
+// # Scale
+//
+// The simulator keeps compiled programs (24 bytes per op, no regions) of
+// one period of ranks only: when rank r+P's program is rank r's with every
+// peer moved by P (checked on sample ranks), P programs describe all n. When
+// moreover the topology repeats every Q ranks (a host, or a rack when there
+// are several) and lcm(P, Q) divides n, only lcm(P, Q) ranks are simulated:
+// the others do the same at the same times on resources of their own, so
+// the result is the same. Ring AllReduce on 16,384 ranks (2,048 hosts × 8,
+// racks of 32) thus simulates 256 ranks holding one program. Events sit in
+// one binary heap of 16-byte entries; flows are aggregated per resource
+// (a busy-until time each), never per rank pair.
+package sim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/exec"
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
+
+// Link classes.
+const (
+	ClassSHM = iota
+	ClassNet
+	ClassRack
+	nClass
+)
+
+// ClassNames names the link classes.
+var ClassNames = [nClass]string{"shm", "net", "rack"}
+
+// Breakdown is what the time along a path was spent on; its parts add up
+// to the path's length.
+type Breakdown struct {
+	Alpha    float64       // message latency (α per chunk)
+	Transfer float64       // moving bytes (b·β, or b over the narrowest resource)
+	Queue    float64       // waiting for a busy core, memory, NIC or uplink
+	Reduce   float64       // reducing received chunks (b·γ)
+	Local    float64       // local copies and reductions
+	Msgs     [nClass]int64 // chunks on the path by link class
+	Bytes    [nClass]int64 // their bytes
+	Ranks    [2]int32      // the path's last rank and the rank its last chunk came from (-1: none)
+	_        [0]func()     // not comparable
+}
+
+// Total returns the sum of the parts.
+func (b *Breakdown) Total() float64 { return b.Alpha + b.Transfer + b.Queue + b.Reduce + b.Local }
+
+// Result is the outcome of one simulated collective.
+type Result struct {
+	Algo     string
+	Coll     sched.Coll
+	N        int
+	Bytes    int64   // the size reported, as hcomm perf reports it
+	Time     float64 // seconds, the last rank's finish
+	AlgBW    float64 // GB/s
+	BusBW    float64 // GB/s, nccl-tests factors
+	Critical Breakdown
+	// Simulated is the number of ranks simulated (n, or one period of
+	// ranks and topology), Period the program period.
+	Simulated, Period int
+	Chunks, Events    int64 // chunks sent and events processed
+	ModelBytes        int64 // memory of programs and simulation state, approximately
+}
+
+// Spec returns the spec hcomm perf measures for coll at size bytes on n
+// ranks (float32 elements for the reducing collectives, bytes for the
+// others; AllGather, ReduceScatter, Gather and Scatter sizes are totals,
+// AllToAll a rank's row), and the size it reports.
+func Spec(coll sched.Coll, n int, bytes int64) (sched.Spec, int, int64, error) {
+	es := 1
+	if coll.Reduces() {
+		es = 4
+	}
+	count := func(unit int) int64 { return max(bytes/int64(es)/int64(unit), 1) }
+	var s sched.Spec
+	var reported int64
+	switch coll {
+	case sched.Barrier:
+		return sched.Spec{Coll: sched.Barrier, N: n}, 1, 0, nil
+	case sched.AllReduce, sched.Reduce, sched.Broadcast:
+		c := count(1)
+		if c > math.MaxInt32 {
+			return s, 0, 0, fmt.Errorf("%w: %d elements", ErrTooLarge, c)
+		}
+		s = sched.Uniform(coll, n, int(c), 0, false)
+		reported = c * int64(es)
+	case sched.AllToAll:
+		if n > 4096 {
+			return s, 0, 0, fmt.Errorf("%w: AllToAll's count matrix on %d ranks", ErrTooLarge, n)
+		}
+		c := count(n)
+		s = sched.Uniform(coll, n, int(c), 0, false)
+		reported = c * int64(n) * int64(es)
+	case sched.AllGather, sched.ReduceScatter, sched.Gather, sched.Scatter:
+		c := count(n)
+		if c*int64(n) > math.MaxInt32 {
+			return s, 0, 0, fmt.Errorf("%w: %d elements", ErrTooLarge, c*int64(n))
+		}
+		s = sched.Uniform(coll, n, int(c), 0, false)
+		reported = c * int64(n) * int64(es)
+	default:
+		return s, 0, 0, fmt.Errorf("sim: unknown collective %v", coll)
+	}
+	return s, es, reported, nil
+}
+
+// BusFactor is nccl-tests' bus bandwidth factor.
+func BusFactor(coll sched.Coll, n int) float64 {
+	switch coll {
+	case sched.AllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case sched.AllGather, sched.ReduceScatter, sched.AllToAll:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// Options tune a run.
+type Options struct {
+	// NoQuotient simulates every rank even when one period would do
+	// (for tests comparing the two).
+	NoQuotient bool
+	// MaxPieces bounds the pieces a message is simulated in (0: 64): a
+	// message of more chunks is simulated as MaxPieces pieces of several
+	// chunks each, with every chunk's α and bytes. Only a pipeline's fill
+	// grows, by its depth times the difference between a piece's time and
+	// a chunk's; -1 simulates every chunk.
+	MaxPieces int
+}
+
+// Simulate runs algorithm a for coll on n ranks of topology t at size
+// bytes (as hcomm perf counts sizes).
+func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64, opt Options) (Result, error) {
+	if err := t.Check(); err != nil {
+		return Result{}, err
+	}
+	if n < 1 || n > 1<<24 {
+		return Result{}, fmt.Errorf("sim: %d ranks", n)
+	}
+	if a.Coll != coll {
+		return Result{}, fmt.Errorf("sim: %s %s is not a %s algorithm", a.Coll, a.Name, coll)
+	}
+	s, es, reported, err := Spec(coll, n, bytes)
+	if err != nil {
+		return Result{}, err
+	}
+	if !a.Supports(s) {
+		return Result{}, fmt.Errorf("sim: %s %s does not support %d ranks", coll, a.Name, n)
+	}
+	P, err := period(a, s)
+	if err != nil {
+		return Result{}, err
+	}
+	ps := newPrograms()
+	for r := range P {
+		p, err := build(a, s, r)
+		if err != nil {
+			return Result{}, err
+		}
+		if err := ps.add(p, es); err != nil {
+			return Result{}, err
+		}
+	}
+	S, L := n, n
+	Q := t.RanksPerHost
+	hosts := (n + t.RanksPerHost - 1) / t.RanksPerHost
+	if t.HostsPerRack > 0 && hosts > t.HostsPerRack {
+		Q = t.RanksPerHost * t.HostsPerRack
+	}
+	if l := lcm(P, Q); l < n && n%l == 0 {
+		L = l
+		if !opt.NoQuotient {
+			S = l
+		}
+	}
+	pieces := opt.MaxPieces
+	switch {
+	case pieces == 0:
+		pieces = 64
+	case pieces < 0:
+		pieces = math.MaxInt32
+	}
+	m := newMachine(t, n, S, P, L, ps, pieces)
+	if err := m.run(); err != nil {
+		if S == n || int64(n)*int64(len(ps.ops))/int64(P) > maxOps {
+			return Result{}, err
+		}
+		// A rank of the period talks to two ranks of one class in a
+		// step: simulate every rank.
+		m = newMachine(t, n, n, P, L, ps, pieces)
+		if err := m.run(); err != nil {
+			return Result{}, err
+		}
+	}
+	res := Result{Algo: a.Name, Coll: coll, N: n, Bytes: reported, Time: m.end, Critical: m.endBd,
+		Simulated: m.S, Period: P, Chunks: m.chunks, Events: m.events, ModelBytes: ps.bytes() + m.stateBytes()}
+	if m.end > 0 {
+		res.AlgBW = float64(reported) / m.end / 1e9
+		res.BusBW = res.AlgBW * BusFactor(coll, n)
+	}
+	return res, nil
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func lcm(a, b int) int { return a / gcd(a, b) * b }
+
+// Op phases.
+const (
+	phStart   uint8 = iota // not started
+	phWait                 // waiting for a chunk
+	phArrived              // a chunk arrived (event at its arrival)
+	phGot                  // a chunk was received (and reduced)
+	phSent                 // a chunk was sent (event at its arrival)
+)
+
+type opState struct {
+	bytes    int64
+	nch, i   int32 // pieces, the piece in progress
+	per      int32 // chunks per piece
+	peer, to int32 // real ranks
+	inCh     int32 // channel received from, -1
+	outCh    int32 // channel sent to, -1
+	kind     sched.Kind
+	phase    uint8
+	bd       Breakdown // the path to this op's present
+	lastMin  float64   // a forwarded piece ends no earlier than one chunk after this
+}
+
+type rankState struct {
+	step, last int32 // next step; end of the program's steps
+	shift      int32 // peers of the program are moved by shift
+	pending    int32 // ops of the step still running
+	stepEnd    float64
+	stepBd     Breakdown
+	ops        []opState
+}
+
+// item is a piece in flight: when its first and last chunks arrive, and
+// the path to the first.
+type item struct {
+	first, last float64
+	bd          Breakdown
+}
+
+type channel struct {
+	q        []item
+	head     int
+	waitRank int32 // -1: nobody waits
+	waitOp   int32
+}
+
+// event wakes op op of a rank at time t. Events at one time are taken in
+// order of rank key: rank r's key sorts ranks by class (r mod L, L the
+// period of ranks and topology) before copy (r div L), so that resources
+// see equal-time requests in the same order whether one period of ranks
+// or all of them are simulated.
+type event struct {
+	t    float64
+	rank int32 // the key
+	op   int32
+}
+
+func (a event) less(b event) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.rank != b.rank {
+		return a.rank < b.rank
+	}
+	return a.op < b.op
+}
+
+// machine is the state of one simulation.
+type machine struct {
+	t         Topology
+	n, S, P   int
+	ps        *programs
+	chunk     int64
+	maxPieces int
+	L, copies int32 // the period of ranks and topology, S/L
+	hostsSim  int   // hosts simulated
+	racksSim  int
+
+	ranks []rankState
+	chans []channel
+	chIdx map[uint64]int32
+	heap  []event
+	// markSend and markRecv hold, per simulated rank, the last step (stamp)
+	// that sent to or received from its class (quotient check).
+	markSend, markRecv []int32
+	stamp              int32
+
+	cores  []float64 // per simulated host, t.cores() each: busy until
+	mem    []float64 // per simulated host
+	nicTx  []float64
+	nicRx  []float64
+	up     []float64 // per simulated rack
+	down   []float64
+	end    float64
+	endBd  Breakdown
+	chunks int64
+	events int64
+	err    error
+}
+
+func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
+	m := &machine{t: t, n: n, S: S, P: P, ps: ps, chIdx: map[uint64]int32{}, maxPieces: pieces}
+	if S%L != 0 {
+		L = S
+	}
+	m.L, m.copies = int32(L), int32(S/L)
+	m.chunk = int64(t.ChunkBytes)
+	if m.chunk <= 0 {
+		m.chunk = exec.DefaultChunkBytes
+	}
+	m.chunk = max(8, m.chunk&^7)
+	R := t.RanksPerHost
+	m.hostsSim = (S + R - 1) / R
+	m.racksSim = 1
+	if t.HostsPerRack > 0 {
+		m.racksSim = (m.hostsSim + t.HostsPerRack - 1) / t.HostsPerRack
+	}
+	m.cores = make([]float64, m.hostsSim*t.cores())
+	m.mem = make([]float64, m.hostsSim)
+	m.nicTx = make([]float64, m.hostsSim)
+	m.nicRx = make([]float64, m.hostsSim)
+	m.up = make([]float64, m.racksSim)
+	m.down = make([]float64, m.racksSim)
+	m.ranks = make([]rankState, S)
+	if S < n {
+		m.markSend, m.markRecv = make([]int32, S), make([]int32, S)
+	}
+	for c := range m.ranks {
+		p := c % P
+		lo, hi := ps.steps(p)
+		m.ranks[c] = rankState{step: lo, last: hi, shift: int32(c - p)}
+	}
+	return m
+}
+
+func (m *machine) stateBytes() int64 {
+	b := int64(len(m.ranks))*(100) + int64(cap(m.heap))*16 + int64(len(m.chans))*(56+16)
+	for i := range m.ranks {
+		b += int64(cap(m.ranks[i].ops)) * int64(200)
+	}
+	for i := range m.chans {
+		b += int64(cap(m.chans[i].q)) * 112
+	}
+	return b + int64(len(m.cores)+6*len(m.mem))*8
+}
+
+// class returns the simulated rank standing for real rank r.
+func (m *machine) class(r int32) int32 { return r % int32(m.S) }
+
+func (m *machine) host(r int32) int  { return int(r) / m.t.RanksPerHost }
+func (m *machine) simHost(h int) int { return h % m.hostsSim }
+func (m *machine) rack(h int) int {
+	if m.t.HostsPerRack <= 0 {
+		return 0
+	}
+	return h / m.t.HostsPerRack
+}
+
+func (m *machine) channel(from, to int32) int32 {
+	k := uint64(uint32(m.class(from)))<<32 | uint64(uint32(m.class(to)))
+	if i, ok := m.chIdx[k]; ok {
+		return i
+	}
+	i := int32(len(m.chans))
+	m.chans = append(m.chans, channel{waitRank: -1})
+	m.chIdx[k] = i
+	return i
+}
+
+func (m *machine) keyOf(c int32) int32 { return (c%m.L)*m.copies + c/m.L }
+
+func (m *machine) rankOf(k int32) int32 { return (k%m.copies)*m.L + k/m.copies }
+
+func (m *machine) push(e event) {
+	e.rank = m.keyOf(e.rank)
+	m.heap = append(m.heap, e)
+	h := m.heap
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].less(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (m *machine) pop() event {
+	h := m.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		c := l
+		if r := l + 1; r < len(h) && h[r].less(h[l]) {
+			c = r
+		}
+		if !h[c].less(h[i]) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	m.heap = h
+	return top
+}
+
+// core reserves the earliest free core of host h at time now for work
+// seconds and returns when the work starts.
+func (m *machine) core(h int, now, work float64) float64 {
+	c := m.t.cores()
+	cs := m.cores[h*c : (h+1)*c]
+	k := 0
+	for i := 1; i < c; i++ {
+		if cs[i] < cs[k] {
+			k = i
+		}
+	}
+	start := max(now, cs[k])
+	cs[k] = start + work
+	return start
+}
+
+// transmit sends a piece of k chunks, b bytes in all, from real rank src to
+// real rank dst at time now. It returns when the first chunk and the last
+// arrive, the last no earlier than one chunk after lastMin (a forwarded
+// piece cannot end before the piece it forwards), and advances bd to the
+// first chunk's arrival; the path from there to the last is rest.
+func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin float64, bd *Breakdown) (first, last, rest float64) {
+	t := &m.t
+	hs, hd := m.host(src), m.host(dst)
+	fb := float64(b)
+	var start, dur float64
+	var cls int
+	switch {
+	case hs == hd:
+		cls = ClassSHM
+		h := m.simHost(hs)
+		c := t.cores()
+		cs := m.cores[h*c : (h+1)*c]
+		k := 0
+		for i := 1; i < c; i++ {
+			if cs[i] < cs[k] {
+				k = i
+			}
+		}
+		start = max(now, cs[k], m.mem[h])
+		cs[k] = start + fb*t.SHM.Beta
+		m.mem[h] = start + fb/t.MemBW
+		dur = fb * max(t.SHM.Beta, 1/t.MemBW)
+	default:
+		s, d := m.simHost(hs), m.simHost(hd)
+		rs, rd := m.rack(hs), m.rack(hd)
+		l := t.Net
+		bw := t.NICBW
+		start = max(now, m.nicTx[s], m.nicRx[d])
+		if rs != rd {
+			l = t.Rack
+			bw = min(bw, t.UplinkBW)
+			rs, rd = rs%m.racksSim, rd%m.racksSim
+			start = max(start, m.up[rs], m.down[rd])
+			m.up[rs] = start + fb/t.UplinkBW
+			m.down[rd] = start + fb/t.UplinkBW
+			cls = ClassRack
+		} else {
+			cls = ClassNet
+		}
+		m.nicTx[s] = start + fb/t.NICBW
+		m.nicRx[d] = start + fb/t.NICBW
+		dur = fb * max(l.Beta, 1/bw)
+	}
+	alpha := t.SHM.Alpha
+	switch cls {
+	case ClassNet:
+		alpha = t.Net.Alpha
+	case ClassRack:
+		alpha = t.Rack.Alpha
+	}
+	kf := float64(k)
+	one := alpha + dur/kf // one chunk
+	bd.Queue += start - now
+	bd.Alpha += alpha
+	bd.Transfer += dur / kf
+	bd.Msgs[cls] += int64(k)
+	bd.Bytes[cls] += b
+	bd.Ranks = [2]int32{dst, src}
+	m.chunks += int64(k)
+	first = start + one
+	last = max(start+kf*one, lastMin+one)
+	return first, last, last - first
+}
+
+func (m *machine) run() error {
+	for c := range m.ranks {
+		m.startStep(int32(c), 0, Breakdown{Ranks: [2]int32{int32(c), -1}})
+	}
+	for len(m.heap) > 0 && m.err == nil {
+		e := m.pop()
+		m.events++
+		m.advance(m.rankOf(e.rank), e.op, e.t)
+	}
+	if m.err != nil {
+		return m.err
+	}
+	for c := range m.ranks {
+		if rs := &m.ranks[c]; rs.step < rs.last || rs.pending > 0 {
+			return fmt.Errorf("sim: deadlock: rank %d stuck in step %d", c, rs.step)
+		}
+	}
+	return nil
+}
+
+// startStep starts rank c's next steps at time now, running their local
+// ops and scheduling their communication.
+func (m *machine) startStep(c int32, now float64, bd Breakdown) {
+	rs := &m.ranks[c]
+	for {
+		if rs.step == rs.last {
+			if now > m.end || m.end == 0 {
+				m.end, m.endBd = now, bd
+			}
+			return
+		}
+		ops := m.ps.step(rs.step)
+		rs.step++
+		rs.ops = rs.ops[:0]
+		m.stamp++
+		h := m.simHost(m.host(c))
+		for i := range ops {
+			o := &ops[i]
+			if o.local() {
+				work := float64(o.bytes) * m.t.CopyBeta
+				if o.kind == sched.LocalReduce {
+					work = float64(o.bytes) * m.t.Gamma
+				}
+				start := m.core(h, now, work)
+				bd.Queue += start - now
+				bd.Local += work
+				now = start + work
+				continue
+			}
+			st := opState{bytes: o.bytes, kind: o.kind, peer: m.mv(o.peer, rs.shift), to: m.mv(o.to, rs.shift),
+				inCh: -1, outCh: -1, bd: bd}
+			chunks := max(1, (o.bytes+m.chunk-1)/m.chunk)
+			per := (chunks + int64(m.maxPieces) - 1) / int64(m.maxPieces)
+			st.per = int32(per)
+			st.nch = int32((chunks + per - 1) / per)
+			if dst, ok := sendsTo(o.kind, st.peer, st.to); ok {
+				if m.S < m.n && !m.claim(dst, false) {
+					m.err = fmt.Errorf("sim: rank %d sends to two ranks of one class in a step", c)
+					return
+				}
+				st.outCh = m.channel(c, dst)
+			}
+			if o.kind != sched.Send {
+				if m.S < m.n && !m.claim(st.peer, true) {
+					m.err = fmt.Errorf("sim: rank %d receives from two ranks of one class in a step", c)
+					return
+				}
+				st.inCh = m.channel(st.peer, c)
+			}
+			rs.ops = append(rs.ops, st)
+			m.push(event{t: now, rank: c, op: int32(len(rs.ops) - 1)})
+		}
+		rs.stepEnd, rs.stepBd = now, bd
+		rs.pending = int32(len(rs.ops))
+		if rs.pending > 0 {
+			return
+		}
+	}
+}
+
+// claim marks the class of real rank r as used by a send (recv false) or
+// a receive of this step and reports whether it was free.
+func (m *machine) claim(r int32, recv bool) bool {
+	mk := m.markSend
+	if recv {
+		mk = m.markRecv
+	}
+	k := m.class(r)
+	if mk[k] == m.stamp {
+		return false
+	}
+	mk[k] = m.stamp
+	return true
+}
+
+func (m *machine) mv(r, shift int32) int32 { return int32((int64(r) + int64(shift)) % int64(m.n)) }
+
+func sendsTo(k sched.Kind, peer, to int32) (int32, bool) {
+	switch k {
+	case sched.Send:
+		return peer, true
+	case sched.RecvReduceSend, sched.RecvCopySend:
+		return to, true
+	}
+	return 0, false
+}
+
+// piece returns the bytes and chunks of op st's piece in progress.
+func (m *machine) piece(st *opState) (bytes int64, chunks int32) {
+	span := int64(st.per) * m.chunk
+	lo := int64(st.i) * span
+	b := min(span, st.bytes-lo)
+	return b, int32(max(1, (b+m.chunk-1)/m.chunk))
+}
+
+// advance handles an event of op o of rank c at time now.
+func (m *machine) advance(c, o int32, now float64) {
+	st := &m.ranks[c].ops[o]
+	switch st.phase {
+	case phStart:
+		if st.kind == sched.Send {
+			m.send(c, o, now)
+		} else {
+			m.need(c, o, now)
+		}
+	case phArrived:
+		// The piece's first chunk is here (now) and its last arrives at
+		// st.lastMin. Chunk by chunk, the executor reduces (and forwards)
+		// each chunk as it comes: a piece of k chunks c bytes each ends
+		// one chunk's work after its last chunk, or after the work of all
+		// k if that is longer.
+		b, k := m.piece(st)
+		last := st.lastMin
+		reduces := st.kind == sched.RecvReduce || st.kind == sched.RecvReduceSend
+		work, one := 0.0, 0.0
+		start := now
+		if reduces {
+			work = float64(b) * m.t.Gamma
+			one = work / float64(k)
+			start = m.core(m.simHost(m.host(c)), now, work)
+			st.bd.Queue += start - now
+		}
+		st.phase = phGot
+		if st.outCh >= 0 {
+			// Forward from the first chunk on.
+			st.bd.Reduce += one
+			st.lastMin = last + one
+			if t := start + one; t > now {
+				m.push(event{t: t, rank: c, op: o})
+				return
+			}
+			m.send(c, o, now)
+			return
+		}
+		done := max(last+one, start+work)
+		if last > start {
+			st.bd.Transfer += last - start
+			st.bd.Reduce += done - last
+		} else {
+			st.bd.Reduce += done - start
+		}
+		if done > now {
+			m.push(event{t: done, rank: c, op: o})
+			return
+		}
+		m.next(c, o, now)
+	case phGot:
+		if st.outCh >= 0 {
+			m.send(c, o, now)
+			return
+		}
+		m.next(c, o, now)
+	case phSent:
+		m.next(c, o, now)
+	}
+}
+
+func (m *machine) next(c, o int32, now float64) {
+	st := &m.ranks[c].ops[o]
+	st.i++
+	st.lastMin = 0
+	if st.i < st.nch {
+		if st.kind == sched.Send {
+			m.send(c, o, now)
+		} else {
+			m.need(c, o, now)
+		}
+		return
+	}
+	rs := &m.ranks[c]
+	if now >= rs.stepEnd {
+		rs.stepEnd, rs.stepBd = now, st.bd
+	}
+	rs.pending--
+	if rs.pending == 0 {
+		m.startStep(c, rs.stepEnd, rs.stepBd)
+	}
+}
+
+// send transmits op o's piece st.i at time now.
+func (m *machine) send(c, o int32, now float64) {
+	st := &m.ranks[c].ops[o]
+	dst := st.peer
+	if st.kind != sched.Send {
+		dst = st.to
+	}
+	b, k := m.piece(st)
+	first, last, rest := m.transmit(c, dst, b, k, now, st.lastMin, &st.bd)
+	it := item{first: first, last: last, bd: st.bd}
+	st.bd.Transfer += rest // the op moves on when the last chunk is there
+	st.phase = phSent
+	m.push(event{t: last, rank: c, op: o})
+	ch := &m.chans[st.outCh]
+	if ch.waitRank >= 0 {
+		wr, wo := ch.waitRank, ch.waitOp
+		ch.waitRank = -1
+		m.deliver(wr, wo, it, now)
+		return
+	}
+	if ch.head == len(ch.q) {
+		ch.q, ch.head = ch.q[:0], 0
+	}
+	ch.q = append(ch.q, it)
+}
+
+// need makes op o wait for its chunk st.i.
+func (m *machine) need(c, o int32, now float64) {
+	st := &m.ranks[c].ops[o]
+	ch := &m.chans[st.inCh]
+	if ch.head < len(ch.q) {
+		it := ch.q[ch.head]
+		ch.head++
+		m.deliver(c, o, it, now)
+		return
+	}
+	st.phase = phWait
+	ch.waitRank, ch.waitOp = c, o
+}
+
+// deliver hands piece it to op o, which is waiting for it at time now.
+func (m *machine) deliver(c, o int32, it item, now float64) {
+	st := &m.ranks[c].ops[o]
+	t := now
+	if it.first >= now {
+		// The op waited for the piece: the path runs through the sender.
+		st.bd, t = it.bd, it.first
+	}
+	st.lastMin = it.last
+	st.phase = phArrived
+	m.push(event{t: t, rank: c, op: o})
+}

@@ -1,0 +1,247 @@
+package sim
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
+
+func near(a, b, rel float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) }
+
+func lookup(t *testing.T, c sched.Coll, name string) algo.Algorithm {
+	t.Helper()
+	a, ok := algo.Lookup(c, name)
+	if !ok {
+		t.Fatalf("no %s %s", c, name)
+	}
+	return a
+}
+
+// flat is one host of n ranks with a core each, no memory limit and no
+// reduction cost: only α and β count.
+func flat(alpha, beta float64) Topology {
+	t := Default()
+	t.RanksPerHost, t.HostsPerRack, t.Cores = 1<<20, 0, 0
+	t.SHM = Link{Alpha: alpha, Beta: beta}
+	t.MemBW, t.Gamma, t.CopyBeta = 1e18, 0, 0
+	return t
+}
+
+// TestRingClosedForm checks ring AllReduce against its α–β closed form
+// where nothing contends: 2(n−1)·(α + m/n·β).
+func TestRingClosedForm(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 8} {
+		topo := flat(5e-6, 1e-9)
+		topo.Cores = n
+		const bytes = 1 << 20 // blocks of a chunk or less
+		r, err := Simulate(topo, lookup(t, sched.AllReduce, "ring"), sched.AllReduce, n, bytes, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := float64(bytes) / float64(n)
+		want := 2 * float64(n-1) * (5e-6 + blocks*1e-9)
+		if n == 3 { // unequal blocks: the critical path takes the larger ones
+			want = 2 * float64(n-1) * (5e-6 + math.Ceil(float64(bytes/4)/3)*4*1e-9)
+		}
+		if tol := map[bool]float64{true: 1e-4, false: 1e-6}[n == 3]; !near(r.Time, want, tol) {
+			t.Errorf("n=%d: time %g, want %g", n, r.Time, want)
+		}
+		if !near(r.Critical.Total(), r.Time, 1e-9) {
+			t.Errorf("n=%d: critical path adds up to %g, time %g", n, r.Critical.Total(), r.Time)
+		}
+		if got := r.Critical.Msgs[ClassSHM]; got != int64(2*(n-1)) {
+			t.Errorf("n=%d: %d chunks on the critical path, want %d", n, got, 2*(n-1))
+		}
+	}
+}
+
+// TestContention checks that flows crossing one resource share it: a
+// linear gather to a root on another host receives through one NIC.
+func TestContention(t *testing.T) {
+	topo := Default()
+	topo.RanksPerHost, topo.HostsPerRack = 1, 0
+	topo.Net = Link{Alpha: 1e-6, Beta: 1e-12} // the NIC is the bottleneck
+	topo.NICBW = 1e9
+	const per = 1 << 20
+	for _, n := range []int{2, 3, 5} {
+		r, err := Simulate(topo, lookup(t, sched.Gather, "linear"), sched.Gather, n, int64(per*n), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1e-6 + float64((n-1)*per)/1e9 // the last flow waits for the others
+		if !near(r.Time, want, 1e-3) {
+			t.Errorf("n=%d: time %g, want %g (flows serialised on the root's NIC)", n, r.Time, want)
+		}
+	}
+}
+
+// TestQuotient checks that simulating one period of ranks gives exactly
+// what simulating all of them gives.
+func TestQuotient(t *testing.T) {
+	topo := Default()
+	topo.RanksPerHost, topo.HostsPerRack = 4, 2
+	cases := []struct {
+		coll  sched.Coll
+		name  string
+		n     int
+		bytes int64
+	}{
+		{sched.AllReduce, "ring", 64, 1 << 20},
+		{sched.AllReduce, "ring", 64, 40 << 20},
+		{sched.AllReduce, "rd", 64, 1 << 16},
+		{sched.AllReduce, "hd", 32, 1 << 20},
+		{sched.AllReduce, "dbtree", 32, 1 << 20},
+		{sched.AllGather, "ring", 64, 1 << 20},
+		{sched.AllGather, "bruck", 32, 1 << 16},
+		{sched.ReduceScatter, "ring", 32, 1 << 20},
+		{sched.ReduceScatter, "rh", 32, 1 << 20},
+		{sched.AllToAll, "pairwise", 32, 1 << 16},
+		{sched.AllToAll, "linear", 16, 1 << 16},
+		{sched.Barrier, "dissemination", 64, 0},
+	}
+	for _, c := range cases {
+		a := lookup(t, c.coll, c.name)
+		q, err := Simulate(topo, a, c.coll, c.n, c.bytes, Options{})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.coll, c.name, err)
+		}
+		f, err := Simulate(topo, a, c.coll, c.n, c.bytes, Options{NoQuotient: true})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.coll, c.name, err)
+		}
+		if f.Simulated != c.n {
+			t.Errorf("%s %s: NoQuotient simulated %d ranks", c.coll, c.name, f.Simulated)
+		}
+		if !near(q.Time, f.Time, 1e-9) {
+			t.Errorf("%s %s n=%d: %d of %d ranks (period %d) give %g, all give %g", c.coll, c.name, c.n, q.Simulated, c.n, q.Period, q.Time, f.Time)
+		}
+	}
+	r, _ := Simulate(topo, lookup(t, sched.AllReduce, "ring"), sched.AllReduce, 64, 1<<20, Options{})
+	if r.Period != 1 || r.Simulated != 8 {
+		t.Errorf("ring on 64 ranks: period %d, %d simulated; want 1 and 8 (one rack)", r.Period, r.Simulated)
+	}
+}
+
+// TestPieces checks the cost of simulating long messages in pieces: a
+// pipelined chain's time moves by a few per cent.
+func TestPieces(t *testing.T) {
+	topo := Default()
+	a := lookup(t, sched.Broadcast, "chain")
+	exact, err := Simulate(topo, a, sched.Broadcast, 24, 256<<20, Options{MaxPieces: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coarse, err := Simulate(topo, a, sched.Broadcast, 24, 256<<20, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact.Chunks != coarse.Chunks {
+		t.Errorf("chunks: exact %d, in pieces %d", exact.Chunks, coarse.Chunks)
+	}
+	if !near(exact.Time, coarse.Time, 0.05) {
+		t.Errorf("chain broadcast: exact %g s, in 64 pieces %g s", exact.Time, coarse.Time)
+	}
+}
+
+// TestEveryAlgorithm runs every algorithm on small and odd rank counts over
+// several hosts and racks: no deadlock, a positive time, a critical path
+// adding up to it.
+func TestEveryAlgorithm(t *testing.T) {
+	topo := Default()
+	topo.RanksPerHost, topo.HostsPerRack = 2, 2
+	for _, a := range algo.All() {
+		for _, n := range []int{1, 2, 3, 5, 8, 13} {
+			for _, bytes := range []int64{1, 3000, 5 << 20} {
+				r, err := Simulate(topo, a, a.Coll, n, bytes, Options{MaxPieces: 2})
+				if err != nil {
+					t.Fatalf("%s %s n=%d %d: %v", a.Coll, a.Name, n, bytes, err)
+				}
+				if n > 1 && !(r.Time > 0) {
+					t.Errorf("%s %s n=%d %d: time %g", a.Coll, a.Name, n, bytes, r.Time)
+				}
+				if !near(r.Critical.Total(), r.Time, 1e-9) {
+					t.Errorf("%s %s n=%d %d: critical path %g, time %g", a.Coll, a.Name, n, bytes, r.Critical.Total(), r.Time)
+				}
+			}
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	ring := lookup(t, sched.AllReduce, "ring")
+	if _, err := Simulate(Default(), ring, sched.AllGather, 4, 8, Options{}); err == nil {
+		t.Error("ring AllReduce accepted for AllGather")
+	}
+	if _, err := Simulate(Default(), ring, sched.AllReduce, 0, 8, Options{}); err == nil {
+		t.Error("0 ranks accepted")
+	}
+	if _, err := Simulate(Default(), ring, sched.AllReduce, 4, 1<<40, Options{}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("1 TiB: %v, want ErrTooLarge", err)
+	}
+	if _, err := Simulate(Default(), lookup(t, sched.AllToAll, "pairwise"), sched.AllToAll, 8192, 8, Options{}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("AllToAll on 8192 ranks: %v, want ErrTooLarge", err)
+	}
+	bad := Default()
+	bad.NICBW = 0
+	if _, err := Simulate(bad, ring, sched.AllReduce, 4, 8, Options{}); err == nil {
+		t.Error("zero NIC bandwidth accepted")
+	}
+}
+
+func TestRead(t *testing.T) {
+	for _, c := range []struct {
+		in, err string
+	}{
+		{`{"ranks_per_host": 4, "net": {"alpha": 5e-6, "beta": 1e-10}}`, ""},
+		{`{}`, ""},
+		{`{"ranks_per_hosts": 4}`, "unknown field"},
+		{`{"ranks_per_host": 0}`, "ranks_per_host"},
+		{`{"ranks_per_host": -1}`, "ranks_per_host"},
+		{`{"nic_bw": -5}`, "nic_bw"},
+		{`{"shm": {"alpha": -1}}`, "shm"},
+		{`{"gamma": 2}`, "gamma"},
+		{`[1,2]`, "cannot unmarshal"},
+		{`{"ranks_per_host": 4`, "unexpected EOF"},
+	} {
+		topo, err := Read(strings.NewReader(c.in))
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.in, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: error %v, want one mentioning %q", c.in, err, c.err)
+		}
+		if c.err == "" && c.in != `{}` && (topo.RanksPerHost != 4 || topo.Net.Alpha != 5e-6 || topo.NICBW != Default().NICBW) {
+			t.Errorf("%s: read %+v", c.in, topo)
+		}
+	}
+	if _, err := Load("/nonexistent/topo.json"); err == nil {
+		t.Error("missing file accepted")
+	}
+	for _, p := range []string{"default", "local"} {
+		topo, err := Load(p)
+		if err != nil || topo.Check() != nil {
+			t.Errorf("preset %s: %v", p, err)
+		}
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	f.Add(`{"ranks_per_host": 4, "net": {"alpha": 5e-6, "beta": 1e-10}}`)
+	f.Add(`{"nic_bw": 1e300, "cores": 3}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		topo, err := Read(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if err := topo.Check(); err != nil {
+			t.Fatalf("Read returned an invalid topology: %v", err)
+		}
+		if _, err := Simulate(topo, lookup(t, sched.AllReduce, "ring"), sched.AllReduce, 5, 4096, Options{}); err != nil {
+			t.Fatalf("valid topology %+v: %v", topo, err)
+		}
+	})
+}

@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Link is the cost of one message over one class of link: a chunk of b
+// bytes takes Alpha + b·Beta seconds once it has the resources it needs.
+type Link struct {
+	Alpha float64 `json:"alpha"` // seconds per message (chunk)
+	Beta  float64 `json:"beta"`  // seconds per byte of one flow
+}
+
+// Topology is the machine model: hosts of RanksPerHost ranks (rank r lives
+// on host r/RanksPerHost), hosts grouped in racks of HostsPerRack, three
+// link classes (shared memory inside a host, the network inside a rack,
+// the network across racks) and the shared resources flows contend for.
+//
+// The zero value of every field means its default (see Default); a
+// topology file is this struct as JSON, any field left out taking its
+// default.
+type Topology struct {
+	Name         string `json:"name,omitempty"`
+	RanksPerHost int    `json:"ranks_per_host,omitempty"`
+	// HostsPerRack groups hosts into racks; 0 puts every host in one
+	// rack (no rack uplinks).
+	HostsPerRack int `json:"hosts_per_rack,omitempty"`
+	// Cores is the number of CPU cores of a host that copy through shared
+	// memory and reduce: an intra-host chunk occupies a core for b·SHM.Beta
+	// seconds and a reduction for b·Gamma (0: RanksPerHost, one per rank).
+	Cores int `json:"cores,omitempty"`
+
+	SHM  Link `json:"shm"`  // between ranks of one host
+	Net  Link `json:"net"`  // between hosts of one rack
+	Rack Link `json:"rack"` // between racks
+
+	// MemBW is a host's memory bandwidth (bytes/s) shared by its
+	// intra-host flows.
+	MemBW float64 `json:"mem_bw,omitempty"`
+	// NICBW is a host's network bandwidth (bytes/s) in each direction,
+	// shared by the flows leaving (entering) the host.
+	NICBW float64 `json:"nic_bw,omitempty"`
+	// UplinkBW is a rack's bandwidth to the rest of the network
+	// (bytes/s) in each direction, shared by the flows leaving
+	// (entering) the rack; below HostsPerRack·NICBW the network is
+	// oversubscribed.
+	UplinkBW float64 `json:"uplink_bw,omitempty"`
+
+	// Gamma is the time to reduce one byte (seconds).
+	Gamma float64 `json:"gamma,omitempty"`
+	// CopyBeta is the time of a local copy per byte (seconds).
+	CopyBeta float64 `json:"copy_beta,omitempty"`
+	// ChunkBytes is the executor's chunk size (internal/exec); 0 means
+	// exec.DefaultChunkBytes.
+	ChunkBytes int `json:"chunk_bytes,omitempty"`
+}
+
+// Default is the model used when no file is given: 8 ranks per host, 32
+// hosts per rack with 2:1 oversubscribed uplinks, 100 Gb/s NICs, shared
+// memory at about 10 GB/s per flow.
+func Default() Topology {
+	return Topology{
+		Name:         "default",
+		RanksPerHost: 8,
+		HostsPerRack: 32,
+		SHM:          Link{Alpha: 2e-6, Beta: 1 / 10e9},
+		Net:          Link{Alpha: 10e-6, Beta: 1 / 12.5e9},
+		Rack:         Link{Alpha: 15e-6, Beta: 1 / 12.5e9},
+		MemBW:        40e9,
+		NICBW:        12.5e9,
+		UplinkBW:     32 * 12.5e9 / 2,
+		Gamma:        1 / 8e9,
+		CopyBeta:     1 / 10e9,
+	}
+}
+
+// Local is a model of this kind of machine running every rank on one
+// host over shared memory: two cores shared by all ranks, α, β and γ
+// fitted to `hcomm perf -transport shm` on 2, 4 and 8 ranks of a 2-core
+// virtual machine under load (BENCHMARKS.md): 11 µs per chunk, 0.3 ns per
+// byte copied, 0.2 ns per byte reduced.
+func Local() Topology {
+	t := Default()
+	t.Name = "local"
+	t.RanksPerHost = 1 << 20
+	t.HostsPerRack = 0
+	t.Cores = 2
+	t.SHM = Link{Alpha: 11e-6, Beta: 0.3e-9}
+	t.MemBW = 8e9
+	t.Gamma = 0.2e-9
+	t.CopyBeta = 0.1e-9
+	return t
+}
+
+// Preset returns a named built-in topology: "default" or "local".
+func Preset(name string) (Topology, bool) {
+	switch name {
+	case "", "default":
+		return Default(), true
+	case "local":
+		return Local(), true
+	}
+	return Topology{}, false
+}
+
+// Load reads a topology from a preset name or a JSON file; fields left
+// out take Default's values.
+func Load(nameOrFile string) (Topology, error) {
+	if t, ok := Preset(nameOrFile); ok {
+		return t, nil
+	}
+	f, err := os.Open(nameOrFile)
+	if err != nil {
+		return Topology{}, fmt.Errorf("sim: topology: %w", err)
+	}
+	defer f.Close()
+	return Read(f)
+}
+
+// Read decodes a topology file (JSON, unknown fields rejected) over
+// Default's values and checks it.
+func Read(r io.Reader) (Topology, error) {
+	t := Default()
+	t.Name = ""
+	d := json.NewDecoder(io.LimitReader(r, 1<<20))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&t); err != nil {
+		return Topology{}, fmt.Errorf("sim: topology: %w", err)
+	}
+	if err := t.Check(); err != nil {
+		return Topology{}, err
+	}
+	return t, nil
+}
+
+// Check reports a topology that cannot be simulated.
+func (t Topology) Check() error {
+	var errs []error
+	if t.RanksPerHost < 1 {
+		errs = append(errs, fmt.Errorf("ranks_per_host %d < 1", t.RanksPerHost))
+	}
+	if t.HostsPerRack < 0 || t.Cores < 0 || t.ChunkBytes < 0 {
+		errs = append(errs, errors.New("negative hosts_per_rack, cores or chunk_bytes"))
+	}
+	for _, l := range []struct {
+		name string
+		l    Link
+	}{{"shm", t.SHM}, {"net", t.Net}, {"rack", t.Rack}} {
+		if !(l.l.Alpha >= 0 && l.l.Beta >= 0) || l.l.Alpha > 1 || l.l.Beta > 1 {
+			errs = append(errs, fmt.Errorf("%s: alpha %g, beta %g out of range", l.name, l.l.Alpha, l.l.Beta))
+		}
+	}
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"mem_bw", t.MemBW}, {"nic_bw", t.NICBW}, {"uplink_bw", t.UplinkBW}} {
+		if !(v.v > 0) || v.v > 1e18 {
+			errs = append(errs, fmt.Errorf("%s %g must be positive", v.name, v.v))
+		}
+	}
+	if !(t.Gamma >= 0 && t.CopyBeta >= 0) || t.Gamma > 1 || t.CopyBeta > 1 {
+		errs = append(errs, fmt.Errorf("gamma %g, copy_beta %g out of range", t.Gamma, t.CopyBeta))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sim: topology: %w", err)
+	}
+	return nil
+}
+
+func (t Topology) cores() int {
+	if t.Cores > 0 {
+		return t.Cores
+	}
+	return t.RanksPerHost
+}
+
+// String summarises the topology for n ranks in one line.
+func (t Topology) String(n int) string {
+	hosts := (n + t.RanksPerHost - 1) / t.RanksPerHost
+	racks := 1
+	if t.HostsPerRack > 0 {
+		racks = (hosts + t.HostsPerRack - 1) / t.HostsPerRack
+	}
+	return fmt.Sprintf("%d ranks: %d host(s) × %d ranks, %d rack(s); shm α %.3g µs β %.3g GB/s, net α %.3g µs %.3g GB/s, rack α %.3g µs; NIC %.3g GB/s, uplink %.3g GB/s, %d cores/host",
+		n, hosts, min(n, t.RanksPerHost), racks, t.SHM.Alpha*1e6, gbps(t.SHM.Beta), t.Net.Alpha*1e6, gbps(t.Net.Beta),
+		t.Rack.Alpha*1e6, t.NICBW/1e9, t.UplinkBW/1e9, t.cores())
+}
+
+func gbps(beta float64) float64 {
+	if beta <= 0 {
+		return 0
+	}
+	return 1 / beta / 1e9
+}
