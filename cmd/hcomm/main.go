@@ -22,6 +22,7 @@ commands:
   topo    print the topology a job sees (hcomm topo -h)
   version print hcomm's version, the Go release that built it and its commit
   sim     predict collectives' times on a modelled cluster (hcomm sim -h)
+  plan    explain the planner's choice per size (hcomm plan -h)
 `
 
 func main() {
@@ -43,6 +44,8 @@ func main() {
 		err = versionCmd(os.Args[2:], os.Stdout)
 	case "sim":
 		err = simCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "plan":
+		err = planCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	algos, err := pickAlgos(coll, *algoNames)
+	algos, err := pickAlgos(topo, coll, *n, *algoNames)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -138,23 +139,25 @@ func topoOrFile(t sim.Topology, name string) string {
 	return name
 }
 
-// pickAlgos returns the algorithms of coll named in names (all if empty).
-func pickAlgos(coll sched.Coll, names string) ([]algo.Algorithm, error) {
+// pickAlgos returns the algorithms of coll on n ranks of topo named in
+// names (all if empty), the host-aware ones included.
+func pickAlgos(topo sim.Topology, coll sched.Coll, n int, names string) ([]algo.Algorithm, error) {
+	all := topo.Algorithms(coll, n)
 	if strings.TrimSpace(names) == "" {
-		return algo.For(coll), nil
+		return all, nil
 	}
 	var out []algo.Algorithm
 	for _, nm := range strings.Split(names, ",") {
-		nm = strings.TrimSpace(strings.ToLower(nm))
-		a, ok := algo.Lookup(coll, sim.ResolveAlgo(coll, nm))
-		if !ok {
+		nm = sim.ResolveAlgo(coll, strings.TrimSpace(strings.ToLower(nm)))
+		i := slices.IndexFunc(all, func(a algo.Algorithm) bool { return a.Name == nm })
+		if i < 0 {
 			var have []string
-			for _, a := range algo.For(coll) {
+			for _, a := range all {
 				have = append(have, a.Name)
 			}
 			return nil, fmt.Errorf("no %s algorithm %q (have %s)", coll, nm, strings.Join(have, ", "))
 		}
-		out = append(out, a)
+		out = append(out, all[i])
 	}
 	return out, nil
 }

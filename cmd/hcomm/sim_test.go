@@ -14,14 +14,15 @@ func TestSimCmd(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	s := out.String()
-	for _, want := range []string{"AllReduce", "64 ranks: 8 host(s) × 8 ranks", "ring", "rd", "hd", "dbtree", "fastest:", "critical path", "chunks"} {
+	for _, want := range []string{"AllReduce", "64 ranks: 8 host(s) × 8 ranks", "ring", "rd", "hd", "dbtree", "hring", "hier", "fastest:", "critical path", "chunks"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
 	}
-	// 1K, 32K, 1M: three sizes of four algorithms.
-	if rows := strings.Count(s, "ends on rank"); rows != 12 {
-		t.Errorf("%d rows, want 12:\n%s", rows, s)
+	// 1K, 32K, 1M: three sizes of six algorithms (four flat, two
+	// host-aware: the ranks span 8 hosts).
+	if rows := strings.Count(s, "ends on rank"); rows != 18 {
+		t.Errorf("%d rows, want 18:\n%s", rows, s)
 	}
 
 	dir := t.TempDir()

@@ -245,3 +245,34 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestHostAware simulates the host-aware algorithms of a layout beside the
+// flat ones: on 8 hosts of 8 ranks the hierarchical AllReduce crosses the
+// network less and wins at 1 MiB.
+func TestHostAware(t *testing.T) {
+	topo := Default()
+	as := topo.Algorithms(sched.AllReduce, 64)
+	byName := map[string]Result{}
+	for _, a := range as {
+		r, err := Simulate(topo, a, sched.AllReduce, 64, 1<<20, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", a.Name, err)
+		}
+		byName[a.Name] = r
+	}
+	for _, name := range []string{"ring", "rd", "hd", "dbtree", "hring", "hier"} {
+		if _, ok := byName[name]; !ok {
+			t.Errorf("%s not simulated", name)
+		}
+	}
+	if h, r := byName["hier"].Time, byName["ring"].Time; !(h < r) {
+		t.Errorf("hier %g s, ring %g s: want hier faster", h, r)
+	}
+	if len(topo.Algorithms(sched.AllReduce, 8)) != len(algo.For(sched.AllReduce)) {
+		t.Error("host-aware algorithms offered on one host")
+	}
+	l := topo.Layout(20)
+	if len(l.Hosts) != 3 || len(l.Hosts[2]) != 4 || l.Check(20) != nil {
+		t.Errorf("layout of 20 ranks: %v", l.Hosts)
+	}
+}

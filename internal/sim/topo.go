@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
 // Link is the cost of one message over one class of link: a chunk of b
@@ -195,4 +198,33 @@ func gbps(beta float64) float64 {
 		return 0
 	}
 	return 1 / beta / 1e9
+}
+
+// Layout returns the host layout of n ranks on t: hosts of RanksPerHost
+// consecutive ranks, the last possibly smaller.
+func (t Topology) Layout(n int) algo.Layout {
+	var l algo.Layout
+	for lo := 0; lo < n; lo += t.RanksPerHost {
+		h := make([]int, 0, min(t.RanksPerHost, n-lo))
+		for r := lo; r < min(lo+t.RanksPerHost, n); r++ {
+			h = append(h, r)
+		}
+		l.Hosts = append(l.Hosts, h)
+	}
+	return l
+}
+
+// Algorithms returns the algorithms of coll to simulate on n ranks of t:
+// the registry's and, when the ranks span several hosts, the host-aware
+// ones built for t's layout (algo.ForLayout).
+func (t Topology) Algorithms(coll sched.Coll, n int) []algo.Algorithm {
+	as := algo.For(coll)
+	if n > t.RanksPerHost {
+		for _, a := range algo.ForLayout(t.Layout(n)) {
+			if a.Coll == coll {
+				as = append(as, a)
+			}
+		}
+	}
+	return as
 }

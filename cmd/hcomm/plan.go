@@ -1,0 +1,220 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/sim"
+)
+
+const planUsage = `usage: hcomm plan -n N [-op OP] [-b SIZE] [-e SIZE] [-f F] [-topo FILE] [-model M] [-sim]
+
+Explains the planner: for each size, every candidate algorithm's predicted
+time under the planner's α–β–γ cost model (the one a communicator uses:
+"memory" when all ranks share a host, "network" otherwise), the algorithm
+the planner picks, and the terms that decided it — the pick's α (latency),
+β (bytes sent) and γ (bytes reduced) costs against the runner-up's. With a
+topology of several hosts, AllReduce also lists the host-aware algorithms
+(hring, hier) under their per-link-class cost, which hcomm topo reports and
+the planner does not choose yet. -sim adds internal/sim's prediction for
+the pick. Sizes are counted as hcomm perf counts them. Flags:
+`
+
+func planCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, planUsage)
+		fs.PrintDefaults()
+	}
+	n := fs.Int("n", 8, "number of ranks")
+	opName := fs.String("op", "allreduce", "collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, barrier")
+	bs := fs.String("b", "8", "smallest size (bytes; K/M/G suffixes)")
+	es := fs.String("e", "1G", "largest size")
+	f := fs.Int("f", 4, "size multiplication factor between rows")
+	topoName := fs.String("topo", "default", "topology (as hcomm sim): default, local or a JSON file; decides hosts and the model")
+	modelName := fs.String("model", "auto", "cost model: auto (memory on one host, else network), memory or network")
+	withSim := fs.Bool("sim", false, "also simulate the pick (hcomm sim's model)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("plan: unexpected argument %q", fs.Arg(0))
+	}
+	if *n < 1 {
+		return fmt.Errorf("plan: -n %d: need at least 1 rank", *n)
+	}
+	coll, ok := sim.ParseColl(*opName)
+	if !ok {
+		return fmt.Errorf("plan: unknown collective %q", *opName)
+	}
+	lo, err := parseSize(*bs)
+	if err != nil {
+		return fmt.Errorf("plan: -b: %w", err)
+	}
+	hi, err := parseSize(*es)
+	if err != nil {
+		return fmt.Errorf("plan: -e: %w", err)
+	}
+	if hi < lo {
+		hi = lo
+	}
+	if *f < 2 {
+		return fmt.Errorf("plan: -f %d: need at least 2", *f)
+	}
+	topo, err := sim.Load(*topoName)
+	if err != nil {
+		return err
+	}
+	hosts := (*n + topo.RanksPerHost - 1) / topo.RanksPerHost
+	model, mname := plan.MemoryModel, "memory"
+	switch {
+	case *modelName == "network" || *modelName == "auto" && hosts > 1:
+		model, mname = plan.NetworkModel, "network"
+	case *modelName == "memory" || *modelName == "auto":
+	default:
+		return fmt.Errorf("plan: -model %q: want auto, memory or network", *modelName)
+	}
+	cands := algo.For(coll)
+	var layout []algo.Algorithm
+	var lc algo.LinkCosts
+	var l algo.Layout
+	if coll == sched.AllReduce && hosts > 1 {
+		l = topo.Layout(*n)
+		for _, a := range algo.ForLayout(l) {
+			if a.Coll == coll {
+				layout = append(layout, a)
+			}
+		}
+		lc = algo.LinkCosts{Intra: algo.Link(topo.SHM), Inter: algo.Link{Alpha: topo.Net.Alpha, Beta: max(topo.Net.Beta, 1/topo.NICBW)}, Gamma: topo.Gamma}
+	}
+	fmt.Fprintf(stdout, "# hcomm plan %s on %d ranks (%d host(s)), %s model: α %.3g µs, β %.3g GB/s, γ %.3g GB/s, chunk %d\n",
+		coll, *n, hosts, mname, model.Alpha*1e6, 1/model.Beta/1e9, 1/model.Gamma/1e9, model.Chunk)
+	if len(layout) > 0 {
+		fmt.Fprintf(stdout, "# host-aware (*): per-link costs of topology %s, not chosen by the planner yet\n", topoOrFile(topo, *topoName))
+	}
+	head := fmt.Sprintf("# %12s", "size")
+	for _, a := range cands {
+		head += fmt.Sprintf(" %11s", a.Name)
+	}
+	for _, a := range layout {
+		head += fmt.Sprintf(" %11s", a.Name+"*")
+	}
+	head += "  pick (µs per call; why: pick − runner-up per term)"
+	fmt.Fprintln(stdout, head)
+	for _, size := range simSizes(coll, lo, hi, *f) {
+		s, es, reported, err := sim.Spec(coll, *n, size)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		row := fmt.Sprintf("  %12d", reported)
+		type cost struct {
+			name    string
+			total   float64
+			a, b, g float64
+		}
+		var costs []cost
+		for _, a := range cands {
+			c := cost{name: a.Name, total: math.Inf(1)}
+			if a.Supports(s) {
+				c = cost{a.Name, model.Cost(a.Name, s, es), termCost(model, a.Name, s, es, 0), termCost(model, a.Name, s, es, 1), termCost(model, a.Name, s, es, 2)}
+			}
+			costs = append(costs, c)
+			row += " " + usCol(c.total)
+		}
+		for _, a := range layout {
+			row += " " + usCol(algo.LayoutCost(coll, a.Name, l, float64(reported), lc))
+		}
+		pick, err := plan.New(0, *n, model, nil).Choose(s, es)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		var p, ru *cost
+		for i := range costs {
+			c := &costs[i]
+			if c.name == pick.Name {
+				p = c
+			}
+		}
+		for i := range costs {
+			c := &costs[i]
+			if c != p && !math.IsInf(c.total, 1) && (ru == nil || c.total < ru.total) {
+				ru = c
+			}
+		}
+		row += "  " + pick.Name
+		if p != nil && ru != nil {
+			row += fmt.Sprintf(" over %s: %s", ru.name, why(p.a-ru.a, p.b-ru.b, p.g-ru.g))
+		}
+		if *withSim {
+			r, err := sim.Simulate(topo, pick, coll, *n, size, sim.Options{})
+			if err != nil {
+				row += "; sim: " + err.Error()
+			} else {
+				row += fmt.Sprintf("; sim %.4g µs", r.Time*1e6)
+			}
+		}
+		fmt.Fprintln(stdout, row)
+	}
+	return nil
+}
+
+// termCost is the part of the cost of name for s due to α (term 0), β (1)
+// or γ (2): the model is linear in each, so the three add up to the cost.
+func termCost(m plan.Model, name string, s sched.Spec, es, term int) float64 {
+	only := plan.Model{Chunk: m.Chunk}
+	switch term {
+	case 0:
+		only.Alpha = m.Alpha
+	case 1:
+		only.Beta = m.Beta
+	default:
+		only.Gamma = m.Gamma
+	}
+	return only.Cost(name, s, es)
+}
+
+func usCol(sec float64) string {
+	if math.IsInf(sec, 1) || math.IsNaN(sec) {
+		return fmt.Sprintf("%11s", "-")
+	}
+	return fmt.Sprintf("%11.4g", sec*1e6)
+}
+
+// why names the terms in which the pick beat the runner-up, largest first.
+func why(da, db, dg float64) string {
+	type term struct {
+		name string
+		d    float64
+	}
+	ts := []term{{"α", da}, {"β", db}, {"γ", dg}}
+	// Sort by |d| descending (three items).
+	for i := range ts {
+		for j := i + 1; j < len(ts); j++ {
+			if math.Abs(ts[j].d) > math.Abs(ts[i].d) {
+				ts[i], ts[j] = ts[j], ts[i]
+			}
+		}
+	}
+	var parts []string
+	for _, t := range ts {
+		if math.Abs(t.d) < 5e-10 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %+.3g µs", t.name, t.d*1e6))
+	}
+	if len(parts) == 0 {
+		return "equal cost"
+	}
+	return strings.Join(parts, ", ")
+}
