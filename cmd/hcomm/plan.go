@@ -11,6 +11,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/settings"
 	"github.com/hcomm-go/hcomm/internal/sim"
 )
 
@@ -58,11 +59,11 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("plan: unknown collective %q", *opName)
 	}
-	lo, err := parseSize(*bs)
+	lo, err := settings.ParseSize(*bs)
 	if err != nil {
 		return fmt.Errorf("plan: -b: %w", err)
 	}
-	hi, err := parseSize(*es)
+	hi, err := settings.ParseSize(*es)
 	if err != nil {
 		return fmt.Errorf("plan: -e: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/settings"
 	"github.com/hcomm-go/hcomm/internal/sim"
 )
 
@@ -62,13 +63,13 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("sim: unknown collective %q", *opName)
 	}
-	lo, err := parseSize(*bs)
+	lo, err := settings.ParseSize(*bs)
 	if err != nil {
 		return fmt.Errorf("sim: -b: %w", err)
 	}
 	hi := lo
 	if *es != "" {
-		if hi, err = parseSize(*es); err != nil {
+		if hi, err = settings.ParseSize(*es); err != nil {
 			return fmt.Errorf("sim: -e: %w", err)
 		}
 	}
