@@ -23,6 +23,7 @@ commands:
   version print hcomm's version, the Go release that built it and its commit
   sim     predict collectives' times on a modelled cluster (hcomm sim -h)
   plan    explain the planner's choice per size (hcomm plan -h)
+  trace   merge and check trace-event files (hcomm trace -h)
 `
 
 func main() {
@@ -46,6 +47,8 @@ func main() {
 		err = simCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "plan":
 		err = planCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "trace":
+		err = traceCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
