@@ -172,6 +172,11 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 	if !a.Supports(s) {
 		return Result{}, fmt.Errorf("sim: %s %s does not support %d ranks", coll, a.Name, n)
 	}
+	if t.CacheBytes > 0 && t.CacheFactor > 0 && int64(min(n, t.RanksPerHost))*2*reported <= t.CacheBytes {
+		t.SHM.Beta *= t.CacheFactor
+		t.Gamma *= t.CacheFactor
+		t.CopyBeta *= t.CacheFactor
+	}
 	P, err := period(a, s)
 	if err != nil {
 		return Result{}, err

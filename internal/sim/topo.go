@@ -57,6 +57,12 @@ type Topology struct {
 	Gamma float64 `json:"gamma,omitempty"`
 	// CopyBeta is the time of a local copy per byte (seconds).
 	CopyBeta float64 `json:"copy_beta,omitempty"`
+	// CacheBytes is a host's last-level cache: when the buffers of a
+	// collective's ranks on one host (in and out, bytes each) fit in it,
+	// shared-memory copies and reductions cost CacheFactor times their
+	// β and γ (0: no cache effect).
+	CacheBytes  int64   `json:"cache_bytes,omitempty"`
+	CacheFactor float64 `json:"cache_factor,omitempty"`
 	// ChunkBytes is the executor's chunk size (internal/exec); 0 means
 	// exec.DefaultChunkBytes.
 	ChunkBytes int `json:"chunk_bytes,omitempty"`
@@ -82,20 +88,23 @@ func Default() Topology {
 }
 
 // Local is a model of this kind of machine running every rank on one
-// host over shared memory: two cores shared by all ranks, α, β and γ
-// fitted to `hcomm perf -transport shm` on 2, 4 and 8 ranks of a 2-core
-// virtual machine under load (BENCHMARKS.md): 11 µs per chunk, 0.3 ns per
-// byte copied, 0.2 ns per byte reduced.
+// host over shared memory: two cores shared by all ranks, a 32 MiB cache,
+// α, β and γ fitted to `hcomm perf -transport shm` AllReduce and AllGather
+// on 2, 4 and 8 ranks of a 2-core virtual machine under heavy load
+// (BENCHMARKS.md): 14 µs per chunk, 0.4 ns per byte copied and 0.3 ns per
+// byte reduced, 0.3 times that when the buffers fit in the cache.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 11e-6, Beta: 0.3e-9}
+	t.SHM = Link{Alpha: 14e-6, Beta: 0.4e-9}
 	t.MemBW = 8e9
-	t.Gamma = 0.2e-9
+	t.Gamma = 0.3e-9
 	t.CopyBeta = 0.1e-9
+	t.CacheBytes = 32 << 20
+	t.CacheFactor = 0.3
 	return t
 }
 
@@ -164,6 +173,9 @@ func (t Topology) Check() error {
 		if !(v.v > 0) || v.v > 1e18 {
 			errs = append(errs, fmt.Errorf("%s %g must be positive", v.name, v.v))
 		}
+	}
+	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
+		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
 	}
 	if !(t.Gamma >= 0 && t.CopyBeta >= 0) || t.Gamma > 1 || t.CopyBeta > 1 {
 		errs = append(errs, fmt.Errorf("gamma %g, copy_beta %g out of range", t.Gamma, t.CopyBeta))

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Measures what scripts/simval compares hcomm sim with: AllReduce (ring,
+# rd, hd, dbtree forced in turn), AllGather and Broadcast over shared memory
+# on 2, 4 and 8 ranks, three runs each, into $1 (default simval-data).
+# Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval dir
+set -e
+out=${1:-simval-data}
+mkdir -p "$out"
+go build -o "$out/hcomm" ./cmd/hcomm
+for rep in 1 2 3; do
+	for n in 2 4 8; do
+		"$out/hcomm" perf -n $n -transport shm -op allreduce -b 8 -e 16M -f 16 -T 150ms -csv \
+			-algo allreduce=ring -algo allreduce=rd -algo allreduce=hd -algo allreduce=dbtree >"$out/ar_n${n}_r${rep}.csv"
+		"$out/hcomm" perf -n $n -transport shm -op allgather,broadcast -b 8 -e 16M -f 16 -T 150ms -csv >"$out/ag_n${n}_r${rep}.csv"
+	done
+done
