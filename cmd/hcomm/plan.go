@@ -77,7 +77,10 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hosts := (*n + topo.RanksPerHost - 1) / topo.RanksPerHost
+	if topo.Ranks > 0 && !setFlag(fs, "n") {
+		*n = topo.Ranks
+	}
+	hosts := topo.Hosts(*n)
 	model, mname := plan.MemoryModel, "memory"
 	switch {
 	case *modelName == "network" || *modelName == "auto" && hosts > 1:

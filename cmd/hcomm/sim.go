@@ -83,6 +83,9 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if topo.Ranks > 0 && !setFlag(fs, "n") {
+		*n = topo.Ranks // the topology file's ranks
+	}
 	algos, err := pickAlgos(topo, coll, *n, *algoNames)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
@@ -202,4 +205,11 @@ func critical(b *sim.Breakdown) string {
 	}
 	return s + fmt.Sprintf("; α %.0f%% transfer %.0f%% queue %.0f%% reduce %.0f%% local %.0f%%; ends on rank %d",
 		pct(b.Alpha), pct(b.Transfer), pct(b.Queue), pct(b.Reduce), pct(b.Local), b.Ranks[0])
+}
+
+// setFlag reports whether flag name was given on the command line.
+func setFlag(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

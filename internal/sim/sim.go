@@ -191,13 +191,16 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 			return Result{}, err
 		}
 	}
+	if t.hostOf != nil && len(t.hostOf) != n {
+		return Result{}, fmt.Errorf("sim: the topology file places %d ranks, not %d", len(t.hostOf), n)
+	}
 	S, L := n, n
 	Q := t.RanksPerHost
 	hosts := (n + t.RanksPerHost - 1) / t.RanksPerHost
 	if t.HostsPerRack > 0 && hosts > t.HostsPerRack {
 		Q = t.RanksPerHost * t.HostsPerRack
 	}
-	if l := lcm(P, Q); l < n && n%l == 0 {
+	if l := lcm(P, Q); t.hostOf == nil && l < n && n%l == 0 {
 		L = l
 		if !opt.NoQuotient {
 			S = l
@@ -350,12 +353,7 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 		m.chunk = exec.DefaultChunkBytes
 	}
 	m.chunk = max(8, m.chunk&^7)
-	R := t.RanksPerHost
-	m.hostsSim = (S + R - 1) / R
-	m.racksSim = 1
-	if t.HostsPerRack > 0 {
-		m.racksSim = (m.hostsSim + t.HostsPerRack - 1) / t.HostsPerRack
-	}
+	m.hostsSim, m.racksSim = t.hostsRacks(S)
 	m.cores = make([]float64, m.hostsSim*t.cores())
 	m.mem = make([]float64, m.hostsSim)
 	m.nicTx = make([]float64, m.hostsSim)
@@ -388,9 +386,17 @@ func (m *machine) stateBytes() int64 {
 // class returns the simulated rank standing for real rank r.
 func (m *machine) class(r int32) int32 { return r % int32(m.S) }
 
-func (m *machine) host(r int32) int  { return int(r) / m.t.RanksPerHost }
+func (m *machine) host(r int32) int {
+	if m.t.hostOf != nil {
+		return int(m.t.hostOf[r])
+	}
+	return int(r) / m.t.RanksPerHost
+}
 func (m *machine) simHost(h int) int { return h % m.hostsSim }
 func (m *machine) rack(h int) int {
+	if m.t.groupOf != nil {
+		return int(m.t.groupOf[h])
+	}
 	if m.t.HostsPerRack <= 0 {
 		return 0
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -274,5 +275,81 @@ func TestHostAware(t *testing.T) {
 	l := topo.Layout(20)
 	if len(l.Hosts) != 3 || len(l.Hosts[2]) != 4 || l.Check(20) != nil {
 		t.Errorf("layout of 20 ranks: %v", l.Hosts)
+	}
+}
+
+// TestTopologyFile reads internal/topo's files: a regular placement
+// becomes hosts and racks (one period simulated), a round-robin one a
+// table (every rank simulated), both agreeing with the same cluster
+// described by hand.
+func TestTopologyFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	regular := write("regular.topo", "link intra 200\nlink inter 100\nhost a slots 4 group r0\nhost b slots 4 group r0\nhost c slots 4 group r1\nhost d slots 4 group r1\n")
+	rr := write("rr.topo", "link intra 200\nlink inter 100\nhost a ranks 0,4,8,12 group r0\nhost b ranks 1,5,9,13 group r0\nhost c ranks 2,6,10,14 group r1\nhost d ranks 3,7,11,15 group r1\n")
+	reg, err := Load(regular)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.RanksPerHost != 4 || reg.HostsPerRack != 2 || reg.Ranks != 16 || reg.hostOf != nil || !near(reg.NICBW, 12.5e9, 1e-12) || !near(reg.SHM.Beta, 1/25e9, 1e-12) {
+		t.Fatalf("regular file: %+v", reg)
+	}
+	hand := Default()
+	hand.RanksPerHost, hand.HostsPerRack = 4, 2
+	hand.SHM.Beta, hand.Net.Beta, hand.Rack.Beta, hand.NICBW = 1/25e9, 1/12.5e9, 1/12.5e9, 12.5e9
+	ring := lookup(t, sched.AllReduce, "ring")
+	a, err := Simulate(reg, ring, sched.AllReduce, 16, 4<<20, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Simulate(hand, ring, sched.AllReduce, 16, 4<<20, Options{})
+	if a.Time != b.Time {
+		t.Errorf("file %g s, by hand %g s", a.Time, b.Time)
+	}
+	round, err := Load(rr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if round.hostOf == nil || round.Ranks != 16 || round.Hosts(16) != 4 {
+		t.Fatalf("round-robin file: %+v", round)
+	}
+	c, err := Simulate(round, ring, sched.AllReduce, 16, 4<<20, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Round-robin, every ring edge crosses hosts: slower than the
+	// regular placement, where 3 of 4 stay inside one.
+	if c.Simulated != 16 || !(c.Time > a.Time) || c.Critical.Msgs[ClassSHM] != 0 {
+		t.Errorf("round-robin: %d simulated, %g s (regular %g s), critical %v", c.Simulated, c.Time, a.Time, c.Critical.Msgs)
+	}
+	// The host-aware ring follows the file's hosts and wins back.
+	var hring algo.Algorithm
+	for _, x := range round.Algorithms(sched.AllReduce, 16) {
+		if x.Name == "hring" {
+			hring = x
+		}
+	}
+	if hring.Build == nil {
+		t.Fatal("no hring for the file's layout")
+	}
+	d, err := Simulate(round, hring, sched.AllReduce, 16, 4<<20, Options{})
+	if err != nil || !(d.Time < c.Time) {
+		t.Errorf("hring on round-robin: %g s (ring %g s), %v", d.Time, c.Time, err)
+	}
+	if _, err := Simulate(round, ring, sched.AllReduce, 8, 1024, Options{}); err == nil {
+		t.Error("8 ranks on a 16-rank round-robin file accepted")
+	}
+	bad := write("bad.topo", "host a ranks 0,1\nhost b ranks 1,2\n")
+	if _, err := Load(bad); err == nil {
+		t.Error("rank placed twice accepted")
+	}
+	if _, err := Load(write("junk.json", `{"foo": 1}`)); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("junk JSON: %v", err)
 	}
 }

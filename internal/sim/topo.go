@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/topo"
 )
 
 // Link is the cost of one message over one class of link: a chunk of b
@@ -27,8 +29,15 @@ type Link struct {
 // topology file is this struct as JSON, any field left out taking its
 // default.
 type Topology struct {
-	Name         string `json:"name,omitempty"`
-	RanksPerHost int    `json:"ranks_per_host,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Ranks is the number of ranks a topology file placed (0: any).
+	Ranks int `json:"-"`
+	// hostOf and groupOf place ranks on hosts and hosts in groups when a
+	// topology file's placement is not the regular one (rank r on host
+	// r/RanksPerHost, host h in rack h/HostsPerRack); nil otherwise.
+	hostOf, groupOf []int32
+
+	RanksPerHost int `json:"ranks_per_host,omitempty"`
 	// HostsPerRack groups hosts into racks; 0 puts every host in one
 	// rack (no rack uplinks).
 	HostsPerRack int `json:"hosts_per_rack,omitempty"`
@@ -119,18 +128,29 @@ func Preset(name string) (Topology, bool) {
 	return Topology{}, false
 }
 
-// Load reads a topology from a preset name or a JSON file; fields left
-// out take Default's values.
+// Load reads a topology from a preset name, a JSON file of this struct
+// (fields left out take Default's values) or a topology file of
+// internal/topo (hcomm's own format or an HCCL rank table; see FromFile).
 func Load(nameOrFile string) (Topology, error) {
 	if t, ok := Preset(nameOrFile); ok {
 		return t, nil
 	}
-	f, err := os.Open(nameOrFile)
+	b, err := os.ReadFile(nameOrFile)
 	if err != nil {
 		return Topology{}, fmt.Errorf("sim: topology: %w", err)
 	}
-	defer f.Close()
-	return Read(f)
+	t, err := Read(bytes.NewReader(b))
+	if err == nil {
+		return t, nil
+	}
+	f, ferr := topo.Parse(nameOrFile, b)
+	if ferr != nil {
+		if len(bytes.TrimSpace(b)) > 0 && bytes.TrimSpace(b)[0] == '{' {
+			return Topology{}, fmt.Errorf("%w (nor a rank table: %v)", err, ferr)
+		}
+		return Topology{}, fmt.Errorf("sim: %v", ferr)
+	}
+	return FromFile(f, Default())
 }
 
 // Read decodes a topology file (JSON, unknown fields rejected) over
@@ -195,11 +215,7 @@ func (t Topology) cores() int {
 
 // String summarises the topology for n ranks in one line.
 func (t Topology) String(n int) string {
-	hosts := (n + t.RanksPerHost - 1) / t.RanksPerHost
-	racks := 1
-	if t.HostsPerRack > 0 {
-		racks = (hosts + t.HostsPerRack - 1) / t.HostsPerRack
-	}
+	hosts, racks := t.hostsRacks(n)
 	return fmt.Sprintf("%d ranks: %d host(s) × %d ranks, %d rack(s); shm α %.3g µs β %.3g GB/s, net α %.3g µs %.3g GB/s, rack α %.3g µs; NIC %.3g GB/s, uplink %.3g GB/s, %d cores/host",
 		n, hosts, min(n, t.RanksPerHost), racks, t.SHM.Alpha*1e6, gbps(t.SHM.Beta), t.Net.Alpha*1e6, gbps(t.Net.Beta),
 		t.Rack.Alpha*1e6, t.NICBW/1e9, t.UplinkBW/1e9, t.cores())
@@ -212,10 +228,40 @@ func gbps(beta float64) float64 {
 	return 1 / beta / 1e9
 }
 
+// Hosts returns the number of hosts n ranks occupy.
+func (t Topology) Hosts(n int) int {
+	h, _ := t.hostsRacks(n)
+	return h
+}
+
+// hostsRacks returns the number of hosts and racks n ranks occupy.
+func (t Topology) hostsRacks(n int) (hosts, racks int) {
+	if t.hostOf != nil {
+		racks = 1
+		for _, g := range t.groupOf {
+			racks = max(racks, int(g)+1)
+		}
+		return len(t.groupOf), racks
+	}
+	hosts = (n + t.RanksPerHost - 1) / t.RanksPerHost
+	racks = 1
+	if t.HostsPerRack > 0 {
+		racks = (hosts + t.HostsPerRack - 1) / t.HostsPerRack
+	}
+	return hosts, racks
+}
+
 // Layout returns the host layout of n ranks on t: hosts of RanksPerHost
-// consecutive ranks, the last possibly smaller.
+// consecutive ranks, the last possibly smaller, or a topology file's hosts.
 func (t Topology) Layout(n int) algo.Layout {
 	var l algo.Layout
+	if t.hostOf != nil {
+		l.Hosts = make([][]int, len(t.groupOf))
+		for r, h := range t.hostOf {
+			l.Hosts[h] = append(l.Hosts[h], r)
+		}
+		return l
+	}
 	for lo := 0; lo < n; lo += t.RanksPerHost {
 		h := make([]int, 0, min(t.RanksPerHost, n-lo))
 		for r := lo; r < min(lo+t.RanksPerHost, n); r++ {
@@ -231,7 +277,7 @@ func (t Topology) Layout(n int) algo.Layout {
 // ones built for t's layout (algo.ForLayout).
 func (t Topology) Algorithms(coll sched.Coll, n int) []algo.Algorithm {
 	as := algo.For(coll)
-	if n > t.RanksPerHost {
+	if hosts, _ := t.hostsRacks(n); hosts > 1 && (t.hostOf == nil || len(t.hostOf) == n) {
 		for _, a := range algo.ForLayout(t.Layout(n)) {
 			if a.Coll == coll {
 				as = append(as, a)
