@@ -147,10 +147,13 @@ func stateLines(states []rankState) []string {
 	for _, id := range comms {
 		ms := byComm[id]
 		// The communicator's size is not in the answers; the world
-		// communicator's is the job's.
+		// communicator's is the job's, and no communicator is larger
+		// (a rank number beyond it is a bad answer, left out).
 		size := 0
 		for _, m := range ms {
-			size = max(size, m.s.Rank+1)
+			if m.s.Rank < len(states) {
+				size = max(size, m.s.Rank+1)
+			}
 		}
 		if id == "world" {
 			size = len(states)

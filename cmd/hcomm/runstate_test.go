@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -197,4 +198,25 @@ func TestStateLines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzStateLines feeds arbitrary answers to the report: no panic, and no
+// allocation beyond the job's size whatever rank numbers they claim.
+func FuzzStateLines(f *testing.F) {
+	f.Add([]byte(`{"world":0,"pid":1,"comms":[{"comm":"world","rank":0,"entered":2,"call":"AllReduce(int64, 1, sum)","state":"running","completed":1,"for_ms":5}]}`), 2)
+	f.Add([]byte(`{"comms":[{"comm":"sub","rank":1099511627776}]}`), 3)
+	f.Add([]byte(`{"comms":[{"comm":"world","rank":-5,"entered":18446744073709551615}]}`), 1)
+	f.Fuzz(func(t *testing.T, answer []byte, n int) {
+		n = 1 + (n&0xff)%8
+		var ps procState
+		if json.Unmarshal(answer, &ps) != nil {
+			return
+		}
+		states := make([]rankState, n)
+		for r := range states {
+			states[r] = rankState{joined: true, state: &ps}
+		}
+		states[0].state = nil
+		stateLines(states)
+	})
 }
