@@ -6,6 +6,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/transport"
 )
 
 // sendRows sends rows rows of n bytes of b (rows pitch apart), each in
@@ -188,6 +189,24 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 		if st == stOK && rows > 0 {
 			rp.h.rows, rp.h.n, rp.h.pitch = h.rows, h.n, h.pitch
 			rp.src = w.mem[h.off:]
+		}
+	}
+	// An answer without payload goes out from here when the transport
+	// can send it without waiting for anybody (a blocking send could wait
+	// for the peer's progress goroutine, which may be sending to us);
+	// otherwise the replier sends it.
+	if rp.src == nil {
+		if e, ok := w.t.(transport.Eager); ok && q.sendMu.TryLock() {
+			var hb [headerSize]byte
+			rp.h.encode(hb[:])
+			sent, err := e.TrySend(ctx, q.rank, &w.fp, hb[:])
+			q.sendMu.Unlock()
+			if err != nil {
+				return err
+			}
+			if sent {
+				return nil
+			}
 		}
 	}
 	select {
