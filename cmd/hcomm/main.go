@@ -20,10 +20,10 @@ commands:
   run     launch a job's ranks, like mpirun or torchrun (hcomm run -h)
   store   serve a rendezvous store for jobs started by other launchers (hcomm store -h)
   topo    print the topology a job sees (hcomm topo -h)
-  version print hcomm's version, the Go release that built it and its commit
   sim     predict collectives' times on a modelled cluster (hcomm sim -h)
   plan    explain the planner's choice per size (hcomm plan -h)
   trace   merge and check trace-event files (hcomm trace -h)
+  version print hcomm's version, the Go release that built it and its commit
 `
 
 func main() {
