@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ const haveSegments = true
 // createSegment makes and maps a segment with room for data bytes.
 func createSegment(data int, nonce uint32) (*segment, error) {
 	size := segBytes(data)
+	sweepStale()
 	name := fmt.Sprintf("%s%d-%016x", segPrefix, os.Getpid(), rand.Uint64())
 	s := &segment{path: filepath.Join(shmDir, name)}
 	fd, err := unix.Open(s.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
@@ -81,6 +83,29 @@ func openSegment(name string, data int, nonce uint32) (*segment, error) {
 		return nil, fmt.Errorf("segment %s does not hold the announced window", s.path)
 	}
 	return s, nil
+}
+
+// sweepStale removes window segments left by processes that died between
+// making a window and the barrier after which its name is unlinked.
+func sweepStale() {
+	ents, err := os.ReadDir(shmDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), segPrefix)
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || pidAlive(pid) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
+			os.Remove(filepath.Join(shmDir, e.Name()))
+		}
+	}
 }
 
 func validName(name string) bool {
