@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/settings"
 	"github.com/hcomm-go/hcomm/internal/sim"
+	"github.com/hcomm-go/hcomm/internal/traceevent"
 )
 
 const simUsage = `usage: hcomm sim -n N [-op OP] [-b SIZE] [-e SIZE] [-f F] [-topo FILE] [-algo NAMES]
@@ -47,6 +49,7 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	f := fs.Int("f", 4, "size multiplication factor between rows")
 	topoName := fs.String("topo", "default", "topology: default, local or a JSON file")
 	algoNames := fs.String("algo", "", "algorithms to simulate, comma-separated (default: all of the collective)")
+	traceFile := fs.String("trace", "", "write the simulated timeline (one algorithm, one size, up to 4096 ranks) as a trace-event file: a track per rank, a slice per step")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -90,11 +93,18 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	sizes := simSizes(coll, lo, hi, *f)
+	if *traceFile != "" {
+		if len(algos) != 1 || len(sizes) != 1 || *n > 4096 {
+			return fmt.Errorf("sim: -trace needs one algorithm (-algo), one size (no -e) and at most 4096 ranks")
+		}
+		return simTrace(topo, algos[0], coll, *n, sizes[0], *traceFile, stdout)
+	}
 	fmt.Fprintf(stdout, "# hcomm sim %s, topology %s\n# %s\n", coll, topoOrFile(topo, *topoName), topo.String(*n))
 	fmt.Fprintf(stdout, "# %12s %-14s %12s %8s %8s  %s\n", "size", "algo", "time(us)", "algbw", "busbw", "critical path")
 	t0 := time.Now()
 	var peak int64
-	for _, size := range simSizes(coll, lo, hi, *f) {
+	for _, size := range sizes {
 		best, bestT := "", 0.0
 		// The algorithms are simulated side by side, one per CPU.
 		type out struct {
@@ -212,4 +222,49 @@ func setFlag(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// simTrace simulates one algorithm at one size with every rank's steps
+// written to file as trace-event slices (simulated time, µs from 0).
+func simTrace(topo sim.Topology, a algo.Algorithm, coll sched.Coll, n int, size int64, file string, stdout io.Writer) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	w := traceevent.NewWriter(f)
+	for r := range n {
+		w.Process(r, fmt.Sprintf("rank %d", r))
+		w.Thread(r, 0, a.Name+" steps")
+	}
+	var b strings.Builder
+	r, err := sim.Simulate(topo, a, coll, n, size, sim.Options{Trace: func(s sim.TraceStep) {
+		b.Reset()
+		var bytes int64
+		for i, o := range s.Ops {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(o.Kind.String())
+			switch {
+			case o.To >= 0:
+				fmt.Fprintf(&b, " %d→%d", o.Peer, o.To)
+			case o.Kind == sched.Send:
+				fmt.Fprintf(&b, " →%d", o.Peer)
+			case o.Peer >= 0:
+				fmt.Fprintf(&b, " ←%d", o.Peer)
+			}
+			bytes += o.Bytes
+		}
+		d := (s.End - s.Start) * 1e6
+		w.Write(traceevent.Event{Name: b.String(), Cat: "step", Ph: "X", TS: s.Start * 1e6, Dur: &d, PID: s.Rank, TID: 0,
+			Args: map[string]any{"step": s.Step, "bytes": bytes, "ops": len(s.Ops)}})
+	}})
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %s on %d ranks, %d bytes: %.2f µs; timeline in %s (open it in ui.perfetto.dev)\n", coll, a.Name, n, r.Bytes, r.Time*1e6, file)
+	return nil
 }

@@ -64,3 +64,22 @@ func TestSimCmdErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestSimTrace(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ring.json")
+	var out, errb bytes.Buffer
+	if err := simCmd([]string{"-n", "4", "-algo", "ring", "-b", "1M", "-trace", file}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := traceCmd([]string{"check", file}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	// 4 ranks × 2(n−1) = 6 steps of ring AllReduce: 24 slices on 4 tracks.
+	if !strings.Contains(out.String(), "24 slices, 4 processes, 4 tracks") {
+		t.Errorf("check: %s", out.String())
+	}
+	if err := simCmd([]string{"-n", "4", "-b", "1M", "-trace", file}, &out, &errb); err == nil || !strings.Contains(err.Error(), "one algorithm") {
+		t.Errorf("-trace with every algorithm: %v", err)
+	}
+}

@@ -145,6 +145,9 @@ type Options struct {
 	// NoQuotient simulates every rank even when one period would do
 	// (for tests comparing the two).
 	NoQuotient bool
+	// Trace, if set, is called as each rank finishes a step; every rank
+	// is then simulated (as with NoQuotient).
+	Trace func(TraceStep)
 	// MaxPieces bounds the pieces a message is simulated in (0: 64): a
 	// message of more chunks is simulated as MaxPieces pieces of several
 	// chunks each, with every chunk's α and bytes. Only a pipeline's fill
@@ -202,7 +205,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 	}
 	if l := lcm(P, Q); t.hostOf == nil && l < n && n%l == 0 {
 		L = l
-		if !opt.NoQuotient {
+		if !opt.NoQuotient && opt.Trace == nil {
 			S = l
 		}
 	}
@@ -214,6 +217,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		pieces = math.MaxInt32
 	}
 	m := newMachine(t, n, S, P, L, ps, pieces)
+	m.trace = opt.Trace
 	if err := m.run(); err != nil {
 		if S == n || int64(n)*int64(len(ps.ops))/int64(P) > maxOps {
 			return Result{}, err
@@ -221,6 +225,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		// A rank of the period talks to two ranks of one class in a
 		// step: simulate every rank.
 		m = newMachine(t, n, n, P, L, ps, pieces)
+		m.trace = opt.Trace
 		if err := m.run(); err != nil {
 			return Result{}, err
 		}
@@ -232,6 +237,41 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		res.BusBW = res.AlgBW * BusFactor(coll, n)
 	}
 	return res, nil
+}
+
+// TraceStep is one step of one simulated rank, for Options.Trace.
+type TraceStep struct {
+	Rank, Step int
+	Start, End float64 // seconds
+	Ops        []TraceOp
+}
+
+// TraceOp is one op of a traced step; Peer and To are real ranks (-1 when
+// the kind has none).
+type TraceOp struct {
+	Kind     sched.Kind
+	Peer, To int
+	Bytes    int64
+}
+
+// traceStep reports rank c's step that just ended.
+func (m *machine) traceStep(c int32) {
+	if m.trace == nil {
+		return
+	}
+	rs := &m.ranks[c]
+	ts := TraceStep{Rank: int(c), Step: int(rs.step - 1 - rs.first), Start: rs.stepStart, End: rs.stepEnd}
+	for _, o := range m.ps.step(rs.step - 1) {
+		op := TraceOp{Kind: o.kind, Peer: -1, To: -1, Bytes: o.bytes}
+		if !o.local() {
+			op.Peer = int(m.mv(o.peer, rs.shift))
+		}
+		if o.kind == sched.RecvReduceSend || o.kind == sched.RecvCopySend {
+			op.To = int(m.mv(o.to, rs.shift))
+		}
+		ts.Ops = append(ts.Ops, op)
+	}
+	m.trace(ts)
 }
 
 func gcd(a, b int) int {
@@ -267,6 +307,8 @@ type opState struct {
 
 type rankState struct {
 	step, last int32 // next step; end of the program's steps
+	first      int32 // the program's first step
+	stepStart  float64
 	shift      int32 // peers of the program are moved by shift
 	pending    int32 // ops of the step still running
 	stepEnd    float64
@@ -316,6 +358,7 @@ type machine struct {
 	ps        *programs
 	chunk     int64
 	maxPieces int
+	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
 	hostsSim  int   // hosts simulated
 	racksSim  int
@@ -367,7 +410,7 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	for c := range m.ranks {
 		p := c % P
 		lo, hi := ps.steps(p)
-		m.ranks[c] = rankState{step: lo, last: hi, shift: int32(c - p)}
+		m.ranks[c] = rankState{step: lo, first: lo, last: hi, shift: int32(c - p)}
 	}
 	return m
 }
@@ -578,6 +621,7 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		ops := m.ps.step(rs.step)
 		rs.step++
 		rs.ops = rs.ops[:0]
+		rs.stepStart = now
 		m.stamp++
 		h := m.simHost(m.host(c))
 		for i := range ops {
@@ -621,6 +665,7 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		if rs.pending > 0 {
 			return
 		}
+		m.traceStep(c)
 	}
 }
 
@@ -739,6 +784,7 @@ func (m *machine) next(c, o int32, now float64) {
 	}
 	rs.pending--
 	if rs.pending == 0 {
+		m.traceStep(c)
 		m.startStep(c, rs.stepEnd, rs.stepBd)
 	}
 }

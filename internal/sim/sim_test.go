@@ -353,3 +353,33 @@ func TestTopologyFile(t *testing.T) {
 		t.Errorf("junk JSON: %v", err)
 	}
 }
+
+// TestTrace checks the step timeline: every step of every rank once, in
+// order per rank, the last ending at the collective's time.
+func TestTrace(t *testing.T) {
+	topo := Default()
+	a := lookup(t, sched.AllReduce, "hd")
+	const n = 12
+	steps := map[int][]TraceStep{}
+	r, err := Simulate(topo, a, sched.AllReduce, n, 1<<20, Options{Trace: func(s TraceStep) { steps[s.Rank] = append(steps[s.Rank], s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sched.Uniform(sched.AllReduce, n, 1<<18, 0, false)
+	last := 0.0
+	for rank := range n {
+		p, _ := a.Build(s, rank)
+		if len(steps[rank]) != len(p.Steps) {
+			t.Fatalf("rank %d: %d steps traced, program has %d", rank, len(steps[rank]), len(p.Steps))
+		}
+		for i, st := range steps[rank] {
+			if st.Step != i || st.End < st.Start || (i > 0 && st.Start != steps[rank][i-1].End) || len(st.Ops) != len(p.Steps[i].Ops) {
+				t.Fatalf("rank %d step %d: %+v", rank, i, st)
+			}
+		}
+		last = max(last, steps[rank][len(steps[rank])-1].End)
+	}
+	if last != r.Time {
+		t.Errorf("last step ends at %g, collective time %g", last, r.Time)
+	}
+}
