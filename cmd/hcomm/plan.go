@@ -131,7 +131,8 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		for _, a := range cands {
 			c := cost{name: a.Name, total: math.Inf(1)}
 			if a.Supports(s) {
-				c = cost{a.Name, model.Cost(a.Name, s, es), termCost(model, a.Name, s, es, 0), termCost(model, a.Name, s, es, 1), termCost(model, a.Name, s, es, 2)}
+				total, terms := planCost(model, a, s, es)
+				c = cost{a.Name, total, terms[0], terms[1], terms[2]}
 			}
 			costs = append(costs, c)
 			row += " " + usCol(c.total)
@@ -173,19 +174,25 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// termCost is the part of the cost of name for s due to α (term 0), β (1)
-// or γ (2): the model is linear in each, so the three add up to the cost.
-func termCost(m plan.Model, name string, s sched.Spec, es, term int) float64 {
-	only := plan.Model{Chunk: m.Chunk}
-	switch term {
-	case 0:
-		only.Alpha = m.Alpha
-	case 1:
-		only.Beta = m.Beta
-	default:
-		only.Gamma = m.Gamma
+// planCost is the planner's predicted time of a for s, and its α
+// (latency), β (bytes sent) and γ (bytes reduced) parts: the model is
+// linear in each, so the parts are the cost with only one rate set, and
+// they add up to the total. (The one place hcomm plan calls the planner's
+// cost model.)
+func planCost(m plan.Model, a algo.Algorithm, s sched.Spec, es int) (total float64, terms [3]float64) {
+	for i := range terms {
+		only := plan.Model{Chunk: m.Chunk}
+		switch i {
+		case 0:
+			only.Alpha = m.Alpha
+		case 1:
+			only.Beta = m.Beta
+		default:
+			only.Gamma = m.Gamma
+		}
+		terms[i] = only.Cost(a.Name, s, es)
 	}
-	return only.Cost(name, s, es)
+	return m.Cost(a.Name, s, es), terms
 }
 
 func usCol(sec float64) string {
