@@ -190,324 +190,57 @@ func (c *Comm) argErr(name string, err error) error {
 
 // AllReduceBytes is AllReduce over raw buffers of element type dt.
 func (c *Comm) AllReduceBytes(ctx context.Context, send, recv []byte, dt DType, op Op) error {
-	const name = "AllReduce"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	o, err := c.checkOp(op)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("send", send, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if len(recv) != len(send) {
-		return c.argErr(name, invalid("len(recv) = %d elements, want len(send) = %d", len(recv)/d.Size(), n))
-	}
-	ip, err := inPlace(send, recv, 0)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	return c.run(ctx, &call{name: name, coll: sched.AllReduce, count: n, root: 0, inPlace: ip,
-		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.AllReduce, send: send, recv: recv, dt: dt, op: op})
 }
 
 // ReduceBytes is Reduce over raw buffers of element type dt.
 func (c *Comm) ReduceBytes(ctx context.Context, send, recv []byte, dt DType, op Op, root int) error {
-	const name = "Reduce"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	o, err := c.checkOp(op)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("send", send, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	ip := false
-	if c.rank == root {
-		if len(recv) != len(send) {
-			return c.argErr(name, invalid("len(recv) = %d elements at the root, want len(send) = %d", len(recv)/d.Size(), n))
-		}
-		if ip, err = inPlace(send, recv, 0); err != nil {
-			return c.argErr(name, err)
-		}
-	} else {
-		recv = nil
-	}
-	return c.run(ctx, &call{name: name, coll: sched.Reduce, count: n, root: root, inPlace: ip,
-		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.Reduce, send: send, recv: recv, dt: dt, op: op, root: root})
 }
 
 // BroadcastBytes is Broadcast over a raw buffer of element type dt.
 func (c *Comm) BroadcastBytes(ctx context.Context, buf []byte, dt DType, root int) error {
-	const name = "Broadcast"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("buf", buf, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	return c.run(ctx, &call{name: name, coll: sched.Broadcast, count: n, root: root, inPlace: false,
-		dt: d, out: buf, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.Broadcast, recv: buf, dt: dt, root: root})
 }
 
 // AllGatherBytes is AllGather over raw buffers of element type dt.
 func (c *Comm) AllGatherBytes(ctx context.Context, send, recv []byte, dt DType) error {
-	const name = "AllGather"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("send", send, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if len(recv) != c.size*len(send) {
-		return c.argErr(name, invalid("len(recv) = %d elements, want Size() × len(send) = %d", len(recv)/d.Size(), c.size*n))
-	}
-	ip, err := inPlace(send, recv, c.rank*len(send))
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	return c.run(ctx, &call{name: name, coll: sched.AllGather, count: n, root: 0, inPlace: ip,
-		dt: d, in: send, out: recv, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.AllGather, send: send, recv: recv, dt: dt})
 }
 
 // AllGatherVBytes is AllGatherV over raw buffers of element type dt.
 func (c *Comm) AllGatherVBytes(ctx context.Context, send, recv []byte, counts []int, dt DType) error {
-	const name = "AllGatherV"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	total, err := c.checkCounts("counts", counts)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	es := d.Size()
-	if len(send) != counts[c.rank]*es {
-		return c.argErr(name, invalid("len(send) = %d elements, want counts[%d] = %d", len(send)/es, c.rank, counts[c.rank]))
-	}
-	if len(recv) != total*es {
-		return c.argErr(name, invalid("len(recv) = %d elements, want sum(counts) = %d", len(recv)/es, total))
-	}
-	spec := sched.Spec{Coll: sched.AllGather, N: c.size, Counts: counts}
-	ip, err := inPlace(send, recv, spec.Displ(c.rank)*es)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	spec.InPlace = ip
-	return c.run(ctx, &call{name: name, coll: sched.AllGather, spec: &spec, dt: d, in: send, out: recv, digest: digestCounts(counts)})
+	return c.do(ctx, &args{coll: sched.AllGather, v: true, send: send, recv: recv, counts: counts, dt: dt})
 }
 
 // ReduceScatterBytes is ReduceScatter over raw buffers of element type dt.
 func (c *Comm) ReduceScatterBytes(ctx context.Context, send, recv []byte, dt DType, op Op) error {
-	const name = "ReduceScatter"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	o, err := c.checkOp(op)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("recv", recv, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if len(send) != c.size*len(recv) {
-		return c.argErr(name, invalid("len(send) = %d elements, want Size() × len(recv) = %d", len(send)/d.Size(), c.size*n))
-	}
-	ip, err := inPlace(recv, send, c.rank*len(recv))
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	return c.run(ctx, &call{name: name, coll: sched.ReduceScatter, count: n, root: 0, inPlace: ip,
-		dt: d, op: o, in: send, out: recv, avg: recv, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.ReduceScatter, send: send, recv: recv, dt: dt, op: op})
 }
 
 // ReduceScatterVBytes is ReduceScatterV over raw buffers of element type dt.
 func (c *Comm) ReduceScatterVBytes(ctx context.Context, send, recv []byte, counts []int, dt DType, op Op) error {
-	const name = "ReduceScatterV"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	o, err := c.checkOp(op)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	total, err := c.checkCounts("counts", counts)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	es := d.Size()
-	if len(recv) != counts[c.rank]*es {
-		return c.argErr(name, invalid("len(recv) = %d elements, want counts[%d] = %d", len(recv)/es, c.rank, counts[c.rank]))
-	}
-	if len(send) != total*es {
-		return c.argErr(name, invalid("len(send) = %d elements, want sum(counts) = %d", len(send)/es, total))
-	}
-	spec := sched.Spec{Coll: sched.ReduceScatter, N: c.size, Counts: counts}
-	ip, err := inPlace(recv, send, spec.Displ(c.rank)*es)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	spec.InPlace = ip
-	return c.run(ctx, &call{name: name, coll: sched.ReduceScatter, spec: &spec, dt: d, op: o, in: send, out: recv, avg: recv, digest: digestCounts(counts)})
+	return c.do(ctx, &args{coll: sched.ReduceScatter, v: true, send: send, recv: recv, counts: counts, dt: dt, op: op})
 }
 
 // AllToAllBytes is AllToAll over raw buffers of element type dt.
 func (c *Comm) AllToAllBytes(ctx context.Context, send, recv []byte, dt DType) error {
-	const name = "AllToAll"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("send", send, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if n%c.size != 0 {
-		return c.argErr(name, invalid("len(send) = %d elements, not a multiple of Size() = %d", n, c.size))
-	}
-	if len(recv) != len(send) {
-		return c.argErr(name, invalid("len(recv) = %d elements, want len(send) = %d", len(recv)/d.Size(), n))
-	}
-	ip, err := inPlace(send, recv, 0)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	return c.run(ctx, &call{name: name, coll: sched.AllToAll, count: n / c.size, root: 0, inPlace: ip,
-		dt: d, in: send, out: recv, digest: int64(n / c.size)})
+	return c.do(ctx, &args{coll: sched.AllToAll, send: send, recv: recv, dt: dt})
 }
 
 // AllToAllVBytes is AllToAllV over raw buffers of element type dt.
 func (c *Comm) AllToAllVBytes(ctx context.Context, send []byte, sendCounts []int, recv []byte, recvCounts []int, dt DType) error {
-	const name = "AllToAllV"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	st, err := c.checkCounts("sendCounts", sendCounts)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	rt, err := c.checkCounts("recvCounts", recvCounts)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	es := d.Size()
-	if len(send) != st*es {
-		return c.argErr(name, invalid("len(send) = %d elements, want sum(sendCounts) = %d", len(send)/es, st))
-	}
-	if len(recv) != rt*es {
-		return c.argErr(name, invalid("len(recv) = %d elements, want sum(recvCounts) = %d", len(recv)/es, rt))
-	}
-	if sendCounts[c.rank] != recvCounts[c.rank] {
-		return c.argErr(name, invalid("sendCounts[%d] = %d but recvCounts[%d] = %d: a rank's block to itself must match",
-			c.rank, sendCounts[c.rank], c.rank, recvCounts[c.rank]))
-	}
-	ip, err := inPlace(send, recv, 0)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if ip {
-		for i := range sendCounts {
-			if sendCounts[i] != recvCounts[i] {
-				return c.argErr(name, invalid("in place needs sendCounts == recvCounts (differ at %d)", i))
-			}
-		}
-	}
-	// A rank knows its own row and column of the count matrix; the
-	// algorithms read nothing else.
-	m := make([][]int, c.size)
-	for i := range m {
-		m[i] = make([]int, c.size)
-		m[i][c.rank] = recvCounts[i]
-	}
-	copy(m[c.rank], sendCounts)
-	if ip {
-		// The spec of an in-place call claims a symmetric matrix; this
-		// rank's row and column are equal, the rest is unknown and unused.
-		for i := range m {
-			m[c.rank][i], m[i][c.rank] = sendCounts[i], sendCounts[i]
-		}
-	}
-	spec := sched.Spec{Coll: sched.AllToAll, N: c.size, Matrix: m, InPlace: ip}
-	return c.run(ctx, &call{name: name, coll: sched.AllToAll, spec: &spec, dt: d, in: send, out: recv, digest: -1})
+	return c.do(ctx, &args{coll: sched.AllToAll, v: true, send: send, recv: recv, counts: sendCounts, recvCounts: recvCounts, dt: dt})
 }
 
 // GatherBytes is Gather over raw buffers of element type dt.
 func (c *Comm) GatherBytes(ctx context.Context, send, recv []byte, dt DType, root int) error {
-	const name = "Gather"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("send", send, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	ip := false
-	if c.rank == root {
-		if len(recv) != c.size*len(send) {
-			return c.argErr(name, invalid("len(recv) = %d elements at the root, want Size() × len(send) = %d", len(recv)/d.Size(), c.size*n))
-		}
-		if ip, err = inPlace(send, recv, root*len(send)); err != nil {
-			return c.argErr(name, err)
-		}
-	} else {
-		recv = nil
-	}
-	return c.run(ctx, &call{name: name, coll: sched.Gather, count: n, root: root, inPlace: ip,
-		dt: d, in: send, out: recv, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.Gather, send: send, recv: recv, dt: dt, root: root})
 }
 
 // ScatterBytes is Scatter over raw buffers of element type dt.
 func (c *Comm) ScatterBytes(ctx context.Context, send, recv []byte, dt DType, root int) error {
-	const name = "Scatter"
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	if err := c.checkRoot(root); err != nil {
-		return c.argErr(name, err)
-	}
-	n, err := c.checkLen("recv", recv, d.Size())
-	if err != nil {
-		return c.argErr(name, err)
-	}
-	ip := false
-	if c.rank == root {
-		if len(send) != c.size*len(recv) {
-			return c.argErr(name, invalid("len(send) = %d elements at the root, want Size() × len(recv) = %d", len(send)/d.Size(), c.size*n))
-		}
-		if ip, err = inPlace(recv, send, root*len(recv)); err != nil {
-			return c.argErr(name, err)
-		}
-	} else {
-		send = nil
-	}
-	return c.run(ctx, &call{name: name, coll: sched.Scatter, count: n, root: root, inPlace: ip,
-		dt: d, in: send, out: recv, digest: int64(n)})
+	return c.do(ctx, &args{coll: sched.Scatter, send: send, recv: recv, dt: dt, root: root})
 }
 
 // The typed forms.

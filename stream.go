@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/sched"
 	"strconv"
 	"strings"
 	"sync"
@@ -451,7 +452,7 @@ func (s *Stream) exec(it *item, sticky error) error {
 		return s.call(it.fn)
 	case itemColl:
 		if sticky != nil {
-			it.coll.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s.Name(), it.coll.kind, sticky))
+			it.coll.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s.Name(), it.coll.name(), sticky))
 			return nil
 		}
 		return it.coll.run(&s.ctx)
@@ -681,93 +682,19 @@ func (c *streamCtx) cancel(error) {
 	c.afters = c.afters[:0]
 }
 
-// collKind names an asynchronous collective.
-type collKind uint8
-
-const (
-	collAllReduce collKind = iota + 1
-	collReduce
-	collBroadcast
-	collAllGather
-	collAllGatherV
-	collReduceScatter
-	collReduceScatterV
-	collAllToAll
-	collAllToAllV
-	collGather
-	collScatter
-	collBarrier
-	collSend
-	collRecv
-)
-
-var collNames = [...]string{
-	collAllReduce: "AllReduce", collReduce: "Reduce", collBroadcast: "Broadcast",
-	collAllGather: "AllGather", collAllGatherV: "AllGatherV", collReduceScatter: "ReduceScatter",
-	collReduceScatterV: "ReduceScatterV", collAllToAll: "AllToAll", collAllToAllV: "AllToAllV",
-	collGather: "Gather", collScatter: "Scatter", collBarrier: "Barrier", collSend: "Send", collRecv: "Recv",
-}
-
-func (k collKind) String() string {
-	if int(k) < len(collNames) && collNames[k] != "" {
-		return collNames[k]
-	}
-	return "collective"
-}
-
-// collArgs is an enqueued collective: the arguments of its Bytes form.
+// collArgs is an enqueued operation: its communicator and its call.
 type collArgs struct {
-	kind       collKind
-	c          *Comm
-	send, recv []byte
-	dt         DType
-	op         Op
-	root       int // root, or peer for Send and Recv
-	tag        int
-	counts     []int // counts, or sendCounts
-	counts2    []int // recvCounts
+	c *Comm
+	args
 }
 
-func (a *collArgs) run(ctx context.Context) error {
-	c := a.c
-	switch a.kind {
-	case collAllReduce:
-		return c.AllReduceBytes(ctx, a.send, a.recv, a.dt, a.op)
-	case collReduce:
-		return c.ReduceBytes(ctx, a.send, a.recv, a.dt, a.op, a.root)
-	case collBroadcast:
-		return c.BroadcastBytes(ctx, a.recv, a.dt, a.root)
-	case collAllGather:
-		return c.AllGatherBytes(ctx, a.send, a.recv, a.dt)
-	case collAllGatherV:
-		return c.AllGatherVBytes(ctx, a.send, a.recv, a.counts, a.dt)
-	case collReduceScatter:
-		return c.ReduceScatterBytes(ctx, a.send, a.recv, a.dt, a.op)
-	case collReduceScatterV:
-		return c.ReduceScatterVBytes(ctx, a.send, a.recv, a.counts, a.dt, a.op)
-	case collAllToAll:
-		return c.AllToAllBytes(ctx, a.send, a.recv, a.dt)
-	case collAllToAllV:
-		return c.AllToAllVBytes(ctx, a.send, a.counts, a.recv, a.counts2, a.dt)
-	case collGather:
-		return c.GatherBytes(ctx, a.send, a.recv, a.dt, a.root)
-	case collScatter:
-		return c.ScatterBytes(ctx, a.send, a.recv, a.dt, a.root)
-	case collBarrier:
-		return c.Barrier(ctx)
-	case collSend:
-		return c.SendBytes(ctx, a.send, a.dt, a.root, a.tag)
-	case collRecv:
-		return c.RecvBytes(ctx, a.recv, a.dt, a.root, a.tag)
-	}
-	return nil
-}
+func (a *collArgs) run(ctx context.Context) error { return a.c.do(ctx, &a.args) }
 
 // enqueue puts a collective on s; a nil communicator fails the stream.
 func (s *Stream) enqueue(a *collArgs) {
 	if a.c == nil {
 		s.Go(func(context.Context) error {
-			return &StreamError{Stream: s.Name(), Op: a.kind.String() + "Async", Err: invalid("nil *Comm")}
+			return &StreamError{Stream: s.Name(), Op: a.name() + "Async", Err: invalid("nil *Comm")}
 		})
 		return
 	}
@@ -788,73 +715,73 @@ func (s *Stream) enqueue(a *collArgs) {
 // on every rank; enqueueing all of a communicator's collectives on one
 // stream keeps them in order.
 func AllReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) {
-	s.enqueue(&collArgs{kind: collAllReduce, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op})
+	s.enqueue(&collArgs{c, args{coll: sched.AllReduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
 }
 
 // ReduceAsync enqueues Reduce on s; see AllReduceAsync.
 func ReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op, root int) {
-	s.enqueue(&collArgs{kind: collReduce, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, root: root})
+	s.enqueue(&collArgs{c, args{coll: sched.Reduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, root: root}})
 }
 
 // BroadcastAsync enqueues Broadcast on s; see AllReduceAsync.
 func BroadcastAsync[T Element](s *Stream, c *Comm, buf []T, root int) {
-	s.enqueue(&collArgs{kind: collBroadcast, c: c, recv: bytesOf(buf), dt: DTypeOf[T](), root: root})
+	s.enqueue(&collArgs{c, args{coll: sched.Broadcast, recv: bytesOf(buf), dt: DTypeOf[T](), root: root}})
 }
 
 // AllGatherAsync enqueues AllGather on s; see AllReduceAsync.
 func AllGatherAsync[T Element](s *Stream, c *Comm, send, recv []T) {
-	s.enqueue(&collArgs{kind: collAllGather, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()})
+	s.enqueue(&collArgs{c, args{coll: sched.AllGather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
 }
 
 // AllGatherVAsync enqueues AllGatherV on s; see AllReduceAsync.
 func AllGatherVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int) {
-	s.enqueue(&collArgs{kind: collAllGatherV, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), counts: counts})
+	s.enqueue(&collArgs{c, args{coll: sched.AllGather, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), counts: counts}})
 }
 
 // ReduceScatterAsync enqueues ReduceScatter on s; see AllReduceAsync.
 func ReduceScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) {
-	s.enqueue(&collArgs{kind: collReduceScatter, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op})
+	s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
 }
 
 // ReduceScatterVAsync enqueues ReduceScatterV on s; see AllReduceAsync.
 func ReduceScatterVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int, op Op) {
-	s.enqueue(&collArgs{kind: collReduceScatterV, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, counts: counts})
+	s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, counts: counts}})
 }
 
 // AllToAllAsync enqueues AllToAll on s; see AllReduceAsync.
 func AllToAllAsync[T Element](s *Stream, c *Comm, send, recv []T) {
-	s.enqueue(&collArgs{kind: collAllToAll, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()})
+	s.enqueue(&collArgs{c, args{coll: sched.AllToAll, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
 }
 
 // AllToAllVAsync enqueues AllToAllV on s; see AllReduceAsync.
 func AllToAllVAsync[T Element](s *Stream, c *Comm, send []T, sendCounts []int, recv []T, recvCounts []int) {
-	s.enqueue(&collArgs{kind: collAllToAllV, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](),
-		counts: sendCounts, counts2: recvCounts})
+	s.enqueue(&collArgs{c, args{coll: sched.AllToAll, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](),
+		counts: sendCounts, recvCounts: recvCounts}})
 }
 
 // GatherAsync enqueues Gather on s; see AllReduceAsync.
 func GatherAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) {
-	s.enqueue(&collArgs{kind: collGather, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root})
+	s.enqueue(&collArgs{c, args{coll: sched.Gather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
 }
 
 // ScatterAsync enqueues Scatter on s; see AllReduceAsync.
 func ScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) {
-	s.enqueue(&collArgs{kind: collScatter, c: c, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root})
+	s.enqueue(&collArgs{c, args{coll: sched.Scatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
 }
 
 // BarrierAsync enqueues Barrier on s; see AllReduceAsync.
 func BarrierAsync(s *Stream, c *Comm) {
-	s.enqueue(&collArgs{kind: collBarrier, c: c})
+	s.enqueue(&collArgs{c, args{coll: sched.Barrier}})
 }
 
 // SendAsync enqueues Send on s; see AllReduceAsync. As with Send, two ranks that send to each
 // other must not both enqueue their Send before their Recv on a single
 // stream each: use a stream per direction.
 func SendAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) {
-	s.enqueue(&collArgs{kind: collSend, c: c, send: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag})
+	s.enqueue(&collArgs{c, args{coll: sched.SendRecv, send: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
 }
 
 // RecvAsync enqueues Recv on s; see AllReduceAsync.
 func RecvAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) {
-	s.enqueue(&collArgs{kind: collRecv, c: c, recv: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag})
+	s.enqueue(&collArgs{c, args{coll: sched.SendRecv, recvSide: true, recv: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
 }

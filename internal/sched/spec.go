@@ -18,6 +18,10 @@ const (
 	Gather
 	Scatter
 	Barrier
+
+	// SendRecv is point-to-point traffic (Send and Recv), which has no
+	// schedule; it names such calls in fingerprints and the user's API.
+	SendRecv Coll = 100
 )
 
 var collNames = [...]string{AllReduce: "AllReduce", Reduce: "Reduce", Broadcast: "Broadcast",
@@ -25,6 +29,9 @@ var collNames = [...]string{AllReduce: "AllReduce", Reduce: "Reduce", Broadcast:
 	Gather: "Gather", Scatter: "Scatter", Barrier: "Barrier"}
 
 func (c Coll) String() string {
+	if c == SendRecv {
+		return "SendRecv"
+	}
 	if int(c) < len(collNames) && collNames[c] != "" {
 		return collNames[c]
 	}

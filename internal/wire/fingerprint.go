@@ -11,7 +11,7 @@ import (
 )
 
 // CollSendRecv marks point-to-point traffic in Fingerprint.Coll.
-const CollSendRecv = sched.Coll(100)
+const CollSendRecv = sched.SendRecv
 
 // Fingerprint identifies one collective call as its caller issued it. Every
 // message of the call carries it, and a receiver whose own fingerprint
