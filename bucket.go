@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/clock"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -121,8 +122,9 @@ type Bucketer struct {
 	closed   bool
 	next     int  // the next bucket to launch this step
 	flushing bool // Flush or Wait: launch everything
-	timer    *time.Timer
-	armed    time.Time // the deadline the timer is set for, or zero
+	timer    clock.Timer
+	clock    clock.Clock // nil: the system clock; tests set a clock.Fake
+	armed    time.Time   // the deadline the timer is set for, or zero
 }
 
 // bucket is one fusion buffer and the tensors in it.
@@ -411,7 +413,7 @@ func (g *Grad) markReady(e *Event) error {
 	bk := g.bk
 	bk.ready++
 	if bk.ready == 1 {
-		bk.first = time.Now()
+		bk.first = clock.Or(b.clock).Now()
 	}
 	b.advance()
 	return nil
@@ -428,7 +430,7 @@ func (b *Bucketer) advance() {
 				break
 			}
 			if now.IsZero() {
-				now = time.Now()
+				now = clock.Or(b.clock).Now()
 			}
 			if now.Sub(bk.first) < b.window {
 				b.arm(bk.first.Add(b.window), now)
@@ -447,7 +449,7 @@ func (b *Bucketer) arm(deadline, now time.Time) {
 	}
 	b.armed = deadline
 	if b.timer == nil {
-		b.timer = time.AfterFunc(deadline.Sub(now), b.onWindow)
+		b.timer = clock.Or(b.clock).AfterFunc(deadline.Sub(now), b.onWindow)
 	} else {
 		b.timer.Reset(deadline.Sub(now))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/clock"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -343,6 +344,8 @@ func TestBucketerWindow(t *testing.T) {
 	ctx := context.Background()
 	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
 		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, Window: 30 * time.Millisecond})
+		clk := clock.NewFake()
+		b.clock = clk
 		defer b.Close()
 		x := []float64{1, 2}
 		y := []float64{10, 20}
@@ -361,6 +364,9 @@ func TestBucketerWindow(t *testing.T) {
 		}
 		// Rank 1 never marks x ready: its bucket flushes when the window
 		// expires.
+		if c.Rank() == 1 {
+			clk.Advance(30 * time.Millisecond)
+		}
 		if err := gx.Wait(ctx); err != nil {
 			return err
 		}

@@ -7,9 +7,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/exec"
+	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/trace"
@@ -42,8 +46,9 @@ type Comm struct {
 	ex         *exec.Executor
 	pl         *plan.Planner
 	model      plan.Model
-	boot       bootstrap
-	owns       interface{ close() } // the store this communicator set up (world only)
+	job        *boot.Job     // the job's store and transports; nil under NewLocal
+	fabric     *local.Fabric // NewLocal's in-process fabric; nil in a job
+	ownsJob    bool          // Close closes job (the world communicator)
 
 	members  []int          // the world rank of each rank (multi-process jobs)
 	rec      trace.Recorder // the flight recorder
@@ -57,7 +62,7 @@ type Comm struct {
 	seq       uint64
 	cur       current          // the collective running, guarded by mu
 	fp        wire.Fingerprint // its fingerprint
-	octx      opCtx            // its deadline
+	octx      opctx.Ctx        // its deadline
 	clock     trace.Clock      // times calls
 	octxEnd   func()
 	splits    int
@@ -87,21 +92,6 @@ const (
 	stateFailed
 )
 
-// bootstrap creates transports for the communicators Split derives.
-type bootstrap interface {
-	sub(ctx context.Context, key string, rank, size int) (transport.Transport, bootstrap, error)
-}
-
-type localBoot struct{ f *local.Fabric }
-
-func (b localBoot) sub(_ context.Context, key string, rank, size int) (transport.Transport, bootstrap, error) {
-	f, err := b.f.Sub(key, size)
-	if err != nil {
-		return nil, nil, err
-	}
-	return f.Endpoint(rank), localBoot{f}, nil
-}
-
 // NewLocal returns n communicating ranks inside this process, each a *Comm
 // to be driven by its own goroutine, as if they were n processes. It is for
 // tests and for single-process programs; messages are copied between the
@@ -117,15 +107,15 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 	f := local.NewFabric(n)
 	comms := make([]*Comm, n)
 	for r := range comms {
-		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), localBoot{f}, plan.MemoryModel)
+		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), nil, f, plan.MemoryModel)
 	}
 	return comms, nil
 }
 
-func newComm(rank, size int, id string, set options, t transport.Transport, boot bootstrap, m plan.Model) *Comm {
+func newComm(rank, size int, id string, set options, t transport.Transport, job *boot.Job, f *local.Fabric, m plan.Model) *Comm {
 	m.Chunk = set.chunk
 	c := &Comm{
-		rank: rank, size: size, id: id, set: set, t: t, boot: boot, model: m,
+		rank: rank, size: size, id: id, set: set, t: t, job: job, fabric: f, model: m,
 		ex:     exec.New(t, set.chunk),
 		clock:  trace.NewClock(),
 		pl:     plan.New(rank, size, m, set.overrides),
@@ -135,15 +125,15 @@ func newComm(rank, size int, id string, set options, t transport.Transport, boot
 	// The first failing op of a collective poisons the communicator at
 	// once, which also unblocks the collective's other ops and the peers.
 	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
-	c.octxEnd = c.octx.end
+	c.octxEnd = c.octx.End
 	c.members = make([]int, size)
 	for i := range c.members {
 		c.members[i] = i
 	}
-	if sb, ok := boot.(*storeBoot); ok && sb.watch != nil {
-		sb.watch.add(c)
+	if job != nil {
+		job.Watch((*commDiag)(c))
 	}
-	registerDump(c)
+	diag.RegisterDump(diag.Signal(set.dumpSignal), (*commDiag)(c))
 	return c
 }
 
@@ -218,12 +208,12 @@ func (c *Comm) Close() error {
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
 	c.mu.Unlock()
-	if sb, ok := c.boot.(*storeBoot); ok && sb.watch != nil {
-		sb.watch.remove(c)
+	if c.job != nil {
+		c.job.Unwatch((*commDiag)(c))
 	}
-	unregisterDump(c)
-	if c.owns != nil {
-		c.owns.close()
+	diag.UnregisterDump((*commDiag)(c))
+	if c.ownsJob {
+		c.job.Close()
 	}
 	return err
 }
@@ -303,18 +293,45 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	})
 	newRank := slices.IndexFunc(ms, func(m member) bool { return m.rank == c.rank })
 	id := fmt.Sprintf("%s/split%d/color%d", c.id, n, color)
-	t, boot, err := c.boot.sub(ctx, id, newRank, len(ms))
+	t, f, err := c.connect(ctx, id, newRank, len(ms))
 	if err != nil {
 		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
-	sub := newComm(newRank, len(ms), id, c.set, t, boot, c.model)
+	sub := newComm(newRank, len(ms), id, c.set, t, c.job, f, c.model)
 	for i, m := range ms {
 		sub.members[i] = c.members[m.rank]
 	}
 	return sub, nil
 }
 
+// connect builds the transport of a communicator derived from c (Split,
+// windows): through the job's store, or under NewLocal over a sub-fabric,
+// which it also returns.
+func (c *Comm) connect(ctx context.Context, id string, rank, size int) (transport.Transport, *local.Fabric, error) {
+	if c.job != nil {
+		t, err := c.job.Sub(ctx, id, rank, size)
+		return t, nil, err
+	}
+	f, err := c.fabric.Sub(id, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.Endpoint(rank), f, nil
+}
+
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	return c.run(ctx, &call{name: "Barrier", coll: sched.Barrier})
+}
+
+// boundCtx returns the context a collective runs under — parent bounded by
+// the communicator's timeout — and a function to call when it ends. Calls
+// are serialized by c.mu, so one opCtx serves them all.
+func (c *Comm) boundCtx(parent context.Context, now time.Time) (context.Context, func()) {
+	d := c.set.timeout
+	if d <= 0 {
+		return parent, func() {}
+	}
+	c.octx.Begin(parent, now, d)
+	return &c.octx, c.octxEnd
 }

@@ -3,6 +3,7 @@ package hcomm
 import (
 	"context"
 	"errors"
+	"github.com/hcomm-go/hcomm/internal/diag"
 	"math"
 	"os"
 	"runtime"
@@ -416,14 +417,7 @@ func TestCheckResults(t *testing.T) {
 func TestDumpSignal(t *testing.T) {
 	t.Setenv("HCOMM_DUMP_SIGNAL", "USR1")
 	var buf syncBuf
-	dumps.mu.Lock()
-	dumps.out = &buf
-	dumps.mu.Unlock()
-	defer func() {
-		dumps.mu.Lock()
-		dumps.out = nil
-		dumps.mu.Unlock()
-	}()
+	defer diag.SetDumpOutput(&buf)()
 	comms := newLocal(t, 2, nil)
 	ctx := context.Background()
 	noErrs(t, "AllReduce", par(comms, func(c *Comm) error {

@@ -6,37 +6,16 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"sync"
-	"time"
 
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/settings"
-	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
-	"github.com/hcomm-go/hcomm/store"
 )
 
 // DefaultConnectTimeout bounds Init's rendezvous and connections when
 // HCOMM_CONNECT_TIMEOUT does not say otherwise.
 const DefaultConnectTimeout = settings.DefaultConnectTimeout
-
-// job is what Init learns from the Config and the environment.
-type job struct {
-	rank, size  int
-	storeURL    string
-	hostStore   string // address rank 0 serves the store on (torchrun style), or ""
-	token       string
-	connect     time.Duration
-	transport   string
-	nsocks      int
-	cma         int
-	yield       int
-	tcpPoll     time.Duration // 0: default, < 0: off
-	checksum    bool
-	hostID      string
-	listen, adv string
-}
 
 // Init joins the job this process is a rank of and returns the world
 // communicator.
@@ -61,178 +40,97 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	if err != nil {
 		return nil, &OpError{Op: "Init", Peer: -1, Err: err}
 	}
-	j, err := readJob(cfg, vals)
+	jc, err := readJob(cfg, vals, set)
 	if err != nil {
-		return nil, &OpError{Op: "Init", Rank: j.rank, Peer: -1, Err: err}
+		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
 	}
 	vals.Log(set.log)
-	if j.size == 1 && j.storeURL == "" {
+	if jc.Size == 1 && jc.StoreURL == "" {
 		f := local.NewFabric(1)
-		return newComm(0, 1, "world", set, f.Endpoint(0), localBoot{f}, plan.MemoryModel), nil
+		return newComm(0, 1, "world", set, f.Endpoint(0), nil, f, plan.MemoryModel), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, j.connect)
+	ctx, cancel := context.WithTimeout(ctx, jc.Connect)
 	defer cancel()
-	c, err := initWorld(ctx, j, set)
+	c, err := initWorld(ctx, jc, set)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			err = fmt.Errorf("%w after %v (HCOMM_CONNECT_TIMEOUT): %w", ErrTimeout, j.connect, err)
+			err = fmt.Errorf("%w after %v (HCOMM_CONNECT_TIMEOUT): %w", ErrTimeout, jc.Connect, err)
 		}
-		return nil, &OpError{Op: "Init", Rank: j.rank, Peer: -1, Err: err}
+		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
 	}
 	return c, nil
 }
 
-func initWorld(ctx context.Context, j job, set options) (*Comm, error) {
-	var srv *store.Server
-	if j.hostStore != "" && j.rank == 0 {
-		var err error
-		srv, err = store.NewServer(store.ServerConfig{Token: j.token, Logger: set.log})
-		if err == nil {
-			err = srv.Listen(j.hostStore)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rank 0 cannot serve the store on %s: %w", j.hostStore, err)
-		}
-	}
-	st, err := store.Open(ctx, j.storeURL, j.token)
+func initWorld(ctx context.Context, jc boot.JobConfig, set options) (*Comm, error) {
+	j, err := boot.OpenJob(ctx, jc)
 	if err != nil {
-		if srv != nil {
-			srv.Close()
-		}
-		return nil, fmt.Errorf("cannot reach the store %s: %w", j.storeURL, err)
+		return nil, err
 	}
-	sb := &storeBoot{st: st, srv: srv, j: j, set: set}
-	t, remote, err := sb.connect(ctx, "world", j.rank, j.size)
+	t, remote, err := j.Connect(ctx, "world", jc.Rank, jc.Size)
 	if err != nil {
-		sb.close()
+		j.Close()
 		return nil, err
 	}
 	m := plan.MemoryModel
 	if remote {
 		m = plan.NetworkModel
 	}
-	sb.watch = newWatcher(st, j.rank)
-	c := newComm(j.rank, j.size, "world", set, t, sb, m)
-	c.owns = sb
+	c := newComm(jc.Rank, jc.Size, "world", set, t, j, nil, m)
+	c.ownsJob = true
 	return c, nil
 }
 
-// storeBoot builds transports through the job's store (Init and Split).
-type storeBoot struct {
-	st    store.Store
-	srv   *store.Server
-	j     job
-	set   options
-	watch *watcher       // answers dump requests for culprit reports
-	notes sync.WaitGroup // failure notes being published
-}
-
-func (b *storeBoot) connect(ctx context.Context, id string, rank, size int) (transport.Transport, bool, error) {
-	res, err := boot.Connect(ctx, boot.Options{Rank: rank, Size: size, Store: b.st, CommID: id,
-		Token: sha256.Sum256([]byte(b.j.token)), Transport: b.j.transport, Host: b.j.hostID,
-		ListenHost: b.j.listen, AdvertiseHost: b.j.adv, NSocks: b.j.nsocks,
-		ChunkBytes: b.set.chunk, CMAThreshold: b.j.cma, Yield: b.j.yield, TCPPoll: b.j.tcpPoll, Checksum: b.j.checksum, Logger: b.set.log})
-	if err != nil {
-		return nil, false, err
-	}
-	return res.Transport, res.Remote, nil
-}
-
-func (b *storeBoot) sub(ctx context.Context, key string, rank, size int) (transport.Transport, bootstrap, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.j.connect)
-	defer cancel()
-	t, _, err := b.connect(ctx, key, rank, size)
-	return t, b, err
-}
-
-// storeLinger bounds how long a rank that serves the job's store (rank 0,
-// torchrun style) keeps it up at Close for ranks still using it.
-const storeLinger = 10 * time.Second
-
-func (b *storeBoot) close() {
-	b.notes.Wait() // each is bounded by its own timeout
-	// Say this rank is done with the store; the rank serving it waits,
-	// for a bounded time, until every rank has said so.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	b.st.Add(ctx, "hcomm/closed", 1)
-	cancel()
-	if b.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), storeLinger)
-		for {
-			n, err := b.st.Add(ctx, "hcomm/closed", 0)
-			if err != nil || n >= int64(b.j.size) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-				continue
-			}
-			break
-		}
-		cancel()
-	}
-	if b.watch != nil {
-		b.st.Close() // unblocks the watcher's wait
-		b.watch.stop()
-	}
-	b.st.Close()
-	if b.srv != nil {
-		b.srv.Close()
-	}
-}
-
-func readJob(cfg *Config, v settings.Values) (job, error) {
-	var j job
+// readJob decides, from the Config and the settings, how this process
+// joins its job.
+func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error) {
+	var j boot.JobConfig
 	var err error
 	if cfg != nil && cfg.Size > 0 {
-		j.rank, j.size = cfg.Rank, cfg.Size
-		if j.rank < 0 || j.rank >= j.size {
-			return j, invalid("Config.Rank %d outside [0, %d)", j.rank, j.size)
+		j.Rank, j.Size = cfg.Rank, cfg.Size
+		if j.Rank < 0 || j.Rank >= j.Size {
+			return j, invalid("Config.Rank %d outside [0, %d)", j.Rank, j.Size)
 		}
-	} else if j.rank, j.size, err = rankSize(v); err != nil {
+	} else if j.Rank, j.Size, err = rankSize(v); err != nil {
 		return j, err
 	}
 	if cfg != nil {
-		j.storeURL, j.token = cfg.Store, cfg.Token
+		j.StoreURL, j.Token = cfg.Store, cfg.Token
 	}
-	if j.storeURL == "" {
-		j.storeURL = v.Store
+	if j.StoreURL == "" {
+		j.StoreURL = v.Store
 	}
-	if j.token == "" {
-		j.token = v.Token
+	if j.Token == "" {
+		j.Token = v.Token
 	}
-	if j.storeURL == "" && v.MasterAddr != "" {
-		addr := net.JoinHostPort(v.MasterAddr, v.MasterPort)
-		j.storeURL = "tcp://" + addr
-		j.hostStore = net.JoinHostPort("", v.MasterPort)
+	if j.StoreURL == "" && v.MasterAddr != "" {
+		j.StoreURL = "tcp://" + net.JoinHostPort(v.MasterAddr, v.MasterPort)
+		j.HostStore = net.JoinHostPort("", v.MasterPort)
 	}
-	if j.size > 1 && j.storeURL == "" {
-		return j, invalid("rank %d of %d has no rendezvous store: set HCOMM_STORE (tcp://host:port or file:///dir) or MASTER_ADDR/MASTER_PORT, or start the job with `hcomm run`", j.rank, j.size)
+	if j.Size > 1 && j.StoreURL == "" {
+		return j, invalid("rank %d of %d has no rendezvous store: set HCOMM_STORE (tcp://host:port or file:///dir) or MASTER_ADDR/MASTER_PORT, or start the job with `hcomm run`", j.Rank, j.Size)
 	}
-	if j.token == "" && j.size > 1 {
+	if j.Token == "" && j.Size > 1 {
 		// Without a secret anyone who can reach the store can join; tie
 		// the job to what the launchers provide, and say so.
-		j.token = v.JobID + "/" + j.storeURL
+		j.Token = v.JobID + "/" + j.StoreURL
 	}
-	j.connect = v.ConnectTimeout
-	j.tcpPoll = v.TCPPoll
-	j.transport = v.Transport
-	j.nsocks = v.NSocks
+	j.Connect = v.ConnectTimeout
+	o := &j.Options
+	o.Token = sha256.Sum256([]byte(j.Token))
+	o.Transport, o.NSocks, o.ChunkBytes = v.Transport, v.NSocks, set.chunk
+	o.Yield, o.TCPPoll, o.Checksum, o.Logger = v.Yield, v.TCPPoll, v.Checksum, set.log
 	// Single-copy shared memory (process_vm_readv) is off by default: on
 	// the machines measured so far the two-copy ring, with both cores
 	// copying, moves large messages about twice as fast.
 	if v.ShmCMA > 0 {
-		j.cma = max(v.ShmCMA, 128<<10+1)
+		o.CMAThreshold = max(v.ShmCMA, 128<<10+1)
 	}
-	j.yield = v.Yield
-	j.checksum = v.Checksum
-	j.hostID = boot.HostID(v.Hostname)
+	o.Host = boot.HostID(v.Hostname)
 	storeHost := ""
-	if u, err := url.Parse(j.storeURL); err == nil && u.Scheme == "tcp" {
+	if u, err := url.Parse(j.StoreURL); err == nil && u.Scheme == "tcp" {
 		storeHost = u.Hostname()
 	}
-	if j.listen, j.adv, err = boot.ListenAddress(storeHost, v.SocketAddr, v.SocketIfname); err != nil {
+	if o.ListenHost, o.AdvertiseHost, err = boot.ListenAddress(storeHost, v.SocketAddr, v.SocketIfname); err != nil {
 		return j, err
 	}
 	return j, nil

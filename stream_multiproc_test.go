@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -97,8 +96,7 @@ func rankStreams(t *testing.T, c *Comm) {
 }
 
 // TestMultiProcessStreams runs rankStreams as separate processes over
-// shared memory and TCP. It is skipped while TestRankProcess does not know
-// the "streams" mode.
+// shared memory and TCP.
 func TestMultiProcessStreams(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
@@ -111,9 +109,6 @@ func TestMultiProcessStreams(t *testing.T) {
 			start := time.Now()
 			out, err := spawnJob(t, 3, "streams", "HCOMM_TRANSPORT="+tr)
 			if err != nil {
-				if strings.Contains(out, `unknown child mode "streams"`) {
-					t.Skip(`TestRankProcess has no "streams" case yet`)
-				}
 				t.Fatalf("%v\n%s", err, out)
 			}
 			t.Logf("%s: %v", tr, time.Since(start))

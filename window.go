@@ -75,7 +75,7 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	n := c.splits
 	c.mu.Unlock()
 	id := fmt.Sprintf("%s/window%d", c.id, n)
-	t, _, err := c.boot.sub(ctx, id, c.rank, c.size)
+	t, _, err := c.connect(ctx, id, c.rank, c.size)
 	if err != nil {
 		return nil, &OpError{Op: name, Rank: c.rank, Peer: -1, Err: err}
 	}

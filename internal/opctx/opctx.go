@@ -1,12 +1,17 @@
-package hcomm
+// Package opctx is the per-call context of a communicator: one reusable
+// context.Context that bounds each operation by the communicator's timeout
+// and the caller's ctx without allocating.
+package opctx
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/clock"
 )
 
-// opCtx bounds one operation at a time by the communicator's timeout
+// Ctx bounds one operation at a time by the communicator's timeout
 // without allocating: the communicator keeps one, re-arms its timer for
 // every call, and keeps its done channel until the call's context actually
 // ends. A parent that cannot be cancelled (context.Background) costs
@@ -15,31 +20,37 @@ import (
 //
 // Because the object is reused, a hook that fires for one call must finish
 // before the next call re-arms the context (the context package reads Err
-// from inside such hooks and requires it to be non-nil): begin waits for
+// from inside such hooks and requires it to be non-nil): Begin waits for
 // hooks in flight.
 //
 // It implements the AfterFunc method that context.AfterFunc looks for, so
 // that transports can hook it without a goroutine.
-type opCtx struct {
+type Ctx struct {
 	mu       sync.Mutex
 	parent   context.Context
 	deadline time.Time
 	done     chan struct{}
 	err      error
-	timer    *time.Timer
+	timer    clock.Timer
 	armed    bool // the timer will fire (at or before the current deadline)
 	hooks    []*hook
 	firing   sync.WaitGroup // hooks running for an ended call
 
 	unwatch  func() bool // unhooks the current call's parent
 	onParent func()      // o.parentDone, made once
+
+	// Clock is the time source; nil means the system's. Tests set a
+	// clock.Fake to fire deadlines without waiting.
+	Clock clock.Clock
 }
+
+func (o *Ctx) clock() clock.Clock { return clock.Or(o.Clock) }
 
 type hook struct{ f func() }
 
-// begin arms the context for a call, started at now, of at most d under
+// Begin arms the context for a call, started at now, of at most d under
 // parent.
-func (o *opCtx) begin(parent context.Context, now time.Time, d time.Duration) {
+func (o *Ctx) Begin(parent context.Context, now time.Time, d time.Duration) {
 	o.firing.Wait()
 	o.mu.Lock()
 	o.parent = parent
@@ -64,9 +75,9 @@ func (o *opCtx) begin(parent context.Context, now time.Time, d time.Duration) {
 		o.unwatch = context.AfterFunc(parent, o.onParent)
 	}
 	if o.timer == nil {
-		o.timer = time.AfterFunc(time.Until(o.deadline), o.fire)
+		o.timer = o.clock().AfterFunc(o.deadline.Sub(o.clock().Now()), o.fire)
 	} else if arm {
-		o.timer.Reset(time.Until(o.deadline))
+		o.timer.Reset(o.deadline.Sub(o.clock().Now()))
 	}
 	if err := parent.Err(); err != nil {
 		o.finish(parent, err)
@@ -74,7 +85,7 @@ func (o *opCtx) begin(parent context.Context, now time.Time, d time.Duration) {
 }
 
 // parentDone runs when a watched parent ends.
-func (o *opCtx) parentDone() {
+func (o *Ctx) parentDone() {
 	o.mu.Lock()
 	p := o.parent
 	o.mu.Unlock()
@@ -85,7 +96,7 @@ func (o *opCtx) parentDone() {
 
 // finish ends the current call's context with err, if parent is still the
 // current call's parent.
-func (o *opCtx) finish(parent context.Context, err error) {
+func (o *Ctx) finish(parent context.Context, err error) {
 	o.mu.Lock()
 	if o.err != nil || o.parent != parent {
 		o.mu.Unlock()
@@ -102,9 +113,9 @@ func (o *opCtx) finish(parent context.Context, err error) {
 	}
 }
 
-// end ends the call. The timer stays armed; when it fires between calls
+// End ends the call. The timer stays armed; when it fires between calls
 // it finds no call and stops.
-func (o *opCtx) end() {
+func (o *Ctx) End() {
 	if o.unwatch != nil {
 		o.unwatch()
 		o.unwatch = nil
@@ -117,7 +128,7 @@ func (o *opCtx) end() {
 // fire runs when the timer expires: it ends the current call if its
 // deadline has passed, re-arms for the current call's deadline if not, and
 // stays disarmed between calls.
-func (o *opCtx) fire() {
+func (o *Ctx) fire() {
 	o.mu.Lock()
 	p := o.parent
 	if p == nil {
@@ -125,7 +136,7 @@ func (o *opCtx) fire() {
 		o.mu.Unlock()
 		return
 	}
-	if left := time.Until(o.deadline); left > 0 {
+	if left := o.deadline.Sub(o.clock().Now()); left > 0 {
 		o.timer.Reset(left)
 		o.mu.Unlock()
 		return
@@ -135,25 +146,25 @@ func (o *opCtx) fire() {
 	o.finish(p, context.DeadlineExceeded)
 }
 
-func (o *opCtx) Deadline() (time.Time, bool) {
+func (o *Ctx) Deadline() (time.Time, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.deadline, true
 }
 
-func (o *opCtx) Done() <-chan struct{} {
+func (o *Ctx) Done() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.done
 }
 
-func (o *opCtx) Err() error {
+func (o *Ctx) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
 }
 
-func (o *opCtx) Value(key any) any {
+func (o *Ctx) Value(key any) any {
 	o.mu.Lock()
 	p := o.parent
 	o.mu.Unlock()
@@ -167,7 +178,7 @@ func (o *opCtx) Value(key any) any {
 // fires, and returns a function that cancels that; context.AfterFunc uses
 // it. Hooks outlive calls: a hook registered during one call also fires for
 // a later call's deadline, as it would for a context reused across calls.
-func (o *opCtx) AfterFunc(f func()) func() bool {
+func (o *Ctx) AfterFunc(f func()) func() bool {
 	h := &hook{f: f}
 	o.mu.Lock()
 	if o.err != nil {
@@ -194,16 +205,4 @@ func (o *opCtx) AfterFunc(f func()) func() bool {
 		}
 		return false
 	}
-}
-
-// boundCtx returns the context a collective runs under — parent bounded by
-// the communicator's timeout — and a function to call when it ends. Calls
-// are serialized by c.mu, so one opCtx serves them all.
-func (c *Comm) boundCtx(parent context.Context, now time.Time) (context.Context, func()) {
-	d := c.set.timeout
-	if d <= 0 {
-		return parent, func() {}
-	}
-	c.octx.begin(parent, now, d)
-	return &c.octx, c.octxEnd
 }

@@ -1,15 +1,15 @@
 //go:build unix
 
-package hcomm
+package diag
 
 import (
 	"os"
 	"syscall"
 )
 
-// dumpSignal is the signal HCOMM_DUMP_SIGNAL names ("USR1" or "USR2"), or
+// Signal is the signal HCOMM_DUMP_SIGNAL names ("USR1" or "USR2"), or
 // nil.
-func dumpSignal(name string) os.Signal {
+func Signal(name string) os.Signal {
 	switch name {
 	case "USR1":
 		return syscall.SIGUSR1

@@ -1,0 +1,170 @@
+package boot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/diag"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// Job is this process's membership of a multi-process job: the store the
+// ranks meet through (served by this process, torchrun style, when it is
+// rank 0 of such a job), the options every communicator's transport is
+// built with, the watcher that answers dump requests, and the failure
+// notes being published. Communicators made by NewLocal have none.
+type Job struct {
+	st      store.Store
+	srv     *store.Server
+	opts    Options // Store, Rank, Size and CommID are set per communicator
+	size    int
+	connect time.Duration
+	log     *slog.Logger
+	watch   *diag.Watcher
+	notes   sync.WaitGroup
+}
+
+// JobConfig is what OpenJob needs.
+type JobConfig struct {
+	Rank, Size int
+	StoreURL   string
+	HostStore  string // address to serve the store on at rank 0 (torchrun style), or ""
+	Token      string // the job secret, for the store
+	// Connect bounds each later communicator's connection (Split).
+	Connect time.Duration
+	// Options is the template of every communicator's transport options
+	// (Rank, Size, Store and CommID are filled in per communicator).
+	Options Options
+}
+
+// OpenJob reaches the job's store (serving it first when asked) and starts
+// answering dump requests.
+func OpenJob(ctx context.Context, cfg JobConfig) (*Job, error) {
+	log := cfg.Options.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var srv *store.Server
+	if cfg.HostStore != "" && cfg.Rank == 0 {
+		var err error
+		srv, err = store.NewServer(store.ServerConfig{Token: cfg.Token, Logger: log})
+		if err == nil {
+			err = srv.Listen(cfg.HostStore)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rank 0 cannot serve the store on %s: %w", cfg.HostStore, err)
+		}
+	}
+	st, err := store.Open(ctx, cfg.StoreURL, cfg.Token)
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, fmt.Errorf("cannot reach the store %s: %w", cfg.StoreURL, err)
+	}
+	j := &Job{st: st, srv: srv, opts: cfg.Options, size: cfg.Size, connect: cfg.Connect, log: log}
+	j.watch = diag.NewWatcher(st, cfg.Rank)
+	return j, nil
+}
+
+// Connect builds rank's transport for communicator id of size ranks, and
+// says whether some peer is on another host.
+func (j *Job) Connect(ctx context.Context, id string, rank, size int) (transport.Transport, bool, error) {
+	o := j.opts
+	o.Rank, o.Size, o.Store, o.CommID = rank, size, j.st, id
+	res, err := Connect(ctx, o)
+	if err != nil {
+		return nil, false, err
+	}
+	return res.Transport, res.Remote, nil
+}
+
+// Sub is Connect for a communicator derived later (Split), bounded by the
+// job's connect timeout.
+func (j *Job) Sub(ctx context.Context, id string, rank, size int) (transport.Transport, error) {
+	if j.connect > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, j.connect)
+		defer cancel()
+	}
+	t, _, err := j.Connect(ctx, id, rank, size)
+	return t, err
+}
+
+// Watch makes s part of this process's answers to dump requests; Unwatch
+// takes it out.
+func (j *Job) Watch(s diag.Source)   { j.watch.Add(s) }
+func (j *Job) Unwatch(s diag.Source) { j.watch.Remove(s) }
+
+// Report is diag.Report through the job's store and log.
+func (j *Job) Report(id string, rank int, members []int, seq uint64, call string) string {
+	return diag.Report(j.st, j.log, id, rank, members, seq, call)
+}
+
+// PublishFailure tells the job, through the store, why world rank world of
+// communicator id failed, so that a peer that merely sees the connection
+// drop can tell its user the real cause. It does not wait; Close does.
+func (j *Job) PublishFailure(id string, world int, text string) {
+	j.notes.Add(1)
+	go func() {
+		defer j.notes.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		j.st.Set(ctx, diag.FailedKey(id, world), []byte(text))
+	}()
+}
+
+// LostNoteWait bounds how long a rank that lost a peer waits for that
+// peer's own account of its failure.
+const LostNoteWait = 300 * time.Millisecond
+
+// FailureNote returns what world rank world of communicator id published
+// about its own failure, if it did within LostNoteWait.
+func (j *Job) FailureNote(id string, world int) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), LostNoteWait)
+	defer cancel()
+	v, err := j.st.Get(ctx, diag.FailedKey(id, world))
+	if err != nil || len(v) > 4096 {
+		return "", false
+	}
+	return string(v), true
+}
+
+// storeLinger bounds how long a rank that serves the job's store (rank 0,
+// torchrun style) keeps it up at Close for ranks still using it.
+const storeLinger = 10 * time.Second
+
+// Close waits for the failure notes in flight, says this rank is done with
+// the store, and (serving it) waits a bounded time for every rank to say
+// so before stopping the server.
+func (j *Job) Close() {
+	j.notes.Wait() // each is bounded by its own timeout
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	j.st.Add(ctx, "hcomm/closed", 1)
+	cancel()
+	if j.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeLinger)
+		for {
+			n, err := j.st.Add(ctx, "hcomm/closed", 0)
+			if err != nil || n >= int64(j.size) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		cancel()
+	}
+	j.st.Close() // unblocks the watcher's wait
+	j.watch.Stop()
+	if j.srv != nil {
+		j.srv.Close()
+	}
+}

@@ -1,0 +1,248 @@
+// Package diag makes a stuck or failed job explain itself: the culprit
+// report for a timed-out operation, the failure notes ranks leave in the
+// store, and the on-demand dump of flight recorders on a signal.
+//
+// Every process of a multi-process job runs a Watcher that waits on the
+// store for a dump request. A rank whose operation times out asks for a
+// dump (Report); every process that can still reach the store answers with
+// the state of its communicators (the flight recorder's last operation
+// entered and completed); the rank then says who everyone is waiting for,
+// in its error, in its log, and in the store under hcomm/report/<rank>,
+// where `hcomm run` finds and prints it.
+package diag
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/trace"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// Store keys of the dump protocol.
+const (
+	DumpSeqKey = "hcomm/dumpseq" // counter of dump requests
+)
+
+// DumpKey is the key whose setting asks every process for dump k.
+func DumpKey(k int64) string { return "hcomm/dump/" + strconv.FormatInt(k, 10) }
+
+// StateKey is where the process of world rank w answers dump k.
+func StateKey(k int64, w int) string { return fmt.Sprintf("hcomm/state/%d/%d", k, w) }
+
+// ReportKey is where world rank w leaves its culprit report.
+func ReportKey(w int) string { return "hcomm/report/" + strconv.Itoa(w) }
+
+// FailedKey is where world rank w of communicator id tells why it failed.
+func FailedKey(id string, w int) string { return "hcomm/failed/" + id + "/" + strconv.Itoa(w) }
+
+// ReportWait bounds how long a timed-out rank collects the others' states.
+const ReportWait = 1500 * time.Millisecond
+
+// CommState is one communicator's state as a process publishes it.
+type CommState struct {
+	Comm string `json:"comm"`
+	Rank int    `json:"rank"`
+	trace.Snapshot
+}
+
+// ProcState is what a process publishes on a dump request.
+type ProcState struct {
+	World int         `json:"world"`
+	PID   int         `json:"pid"`
+	Comms []CommState `json:"comms"`
+}
+
+// Source is a communicator as diagnostics see it.
+type Source interface {
+	ID() string
+	Rank() int
+	Snapshot() trace.Snapshot
+}
+
+// Watcher answers dump requests for the communicators of one process.
+type Watcher struct {
+	st    store.Store
+	world int
+
+	mu    sync.Mutex
+	comms []Source
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewWatcher starts answering dump requests through st for the process of
+// world rank world.
+func NewWatcher(st store.Store, world int) *Watcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watcher{st: st, world: world, cancel: cancel, done: make(chan struct{})}
+	go w.loop(ctx)
+	return w
+}
+
+// Add makes s part of this process's answers.
+func (w *Watcher) Add(s Source) {
+	w.mu.Lock()
+	w.comms = append(w.comms, s)
+	w.mu.Unlock()
+}
+
+// Remove takes s out of this process's answers.
+func (w *Watcher) Remove(s Source) {
+	w.mu.Lock()
+	w.comms = slices.DeleteFunc(w.comms, func(x Source) bool { return x == s })
+	w.mu.Unlock()
+}
+
+// Stop stops the watcher once its store wait returns (close the store
+// first, or it waits for the next request).
+func (w *Watcher) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+// State is what this process answers now.
+func (w *Watcher) State() ProcState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ps := ProcState{World: w.world, PID: os.Getpid()}
+	for _, c := range w.comms {
+		ps.Comms = append(ps.Comms, CommState{Comm: c.ID(), Rank: c.Rank(), Snapshot: c.Snapshot()})
+	}
+	return ps
+}
+
+// loop answers dump request k (DumpKey(k)) by publishing this process's
+// state under StateKey(k, world).
+func (w *Watcher) loop(ctx context.Context) {
+	defer close(w.done)
+	for k := int64(1); ; k++ {
+		if _, err := w.st.Get(ctx, DumpKey(k)); err != nil {
+			return
+		}
+		b, _ := json.Marshal(w.State())
+		if err := w.st.Set(ctx, StateKey(k, w.world), b); err != nil {
+			return
+		}
+	}
+}
+
+// Report asks every process of the job for its state and explains who
+// the ranks of communicator id (of which this process is rank, with the
+// world ranks members) wait for in operation seq, call. It logs the report
+// and leaves it in the store for the launcher.
+func Report(st store.Store, log *slog.Logger, id string, rank int, members []int, seq uint64, call string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), ReportWait)
+	defer cancel()
+	k, err := st.Add(ctx, DumpSeqKey, 1)
+	if err != nil {
+		return "no culprit report: the store is unreachable: " + err.Error()
+	}
+	if err := st.Set(ctx, DumpKey(k), []byte{1}); err != nil {
+		return "no culprit report: the store is unreachable: " + err.Error()
+	}
+	states := make([]*CommState, len(members))
+	var wg sync.WaitGroup
+	for r := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := st.Get(ctx, StateKey(k, members[r]))
+			var ps ProcState
+			if err != nil || len(v) > 1<<20 || json.Unmarshal(v, &ps) != nil {
+				return
+			}
+			for i := range ps.Comms {
+				if ps.Comms[i].Comm == id {
+					states[r] = &ps.Comms[i]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rep := Explain(seq, call, states)
+	log.Error("hcomm: operation timed out", "comm", id, "rank", rank, "op", seq, "report", rep)
+	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer wcancel()
+	st.Set(wctx, ReportKey(members[rank]), []byte(fmt.Sprintf("op #%d %s timed out on rank %d: %s", seq, call, rank, rep)))
+	return rep
+}
+
+// Explain groups the ranks by where they are relative to operation seq:
+//
+//	ranks 0-2 wait in op #42 AllReduce(float32, 262144, sum); rank 3 last completed op #41 and has not entered #42
+//
+// states[r] is rank r's state, nil if it did not answer.
+func Explain(seq uint64, call string, states []*CommState) string {
+	type group struct {
+		what  string
+		ranks []int
+	}
+	var groups []*group
+	add := func(what string, r int) {
+		for _, g := range groups {
+			if g.what == what {
+				g.ranks = append(g.ranks, r)
+				return
+			}
+		}
+		groups = append(groups, &group{what, []int{r}})
+	}
+	for r, s := range states {
+		switch {
+		case s == nil:
+			add("did not answer (stopped, hung, or cut off from the store)", r)
+		case s.Entered == seq && s.State == "running":
+			add(fmt.Sprintf("wait in op #%d %s", seq, call), r)
+		case s.Entered == seq:
+			add(fmt.Sprintf("%s op #%d %s", s.State, seq, call), r)
+		case s.Entered < seq:
+			add(fmt.Sprintf("last completed op #%d and has not entered #%d", s.Completed, seq), r)
+		default:
+			add(fmt.Sprintf("moved on to op #%d %s (%s)", s.Entered, s.Call, s.State), r)
+		}
+	}
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		verb := g.what
+		if len(g.ranks) == 1 {
+			// "rank 3 waits", "ranks 0-2 wait"
+			verb = strings.Replace(verb, "wait in", "waits in", 1)
+		}
+		parts[i] = RankList(g.ranks) + " " + verb
+	}
+	return strings.Join(parts, "; ")
+}
+
+// RankList renders ranks (ascending) compactly: "rank 3", "ranks 0-2, 5".
+func RankList(rs []int) string {
+	if len(rs) == 1 {
+		return "rank " + strconv.Itoa(rs[0])
+	}
+	var b strings.Builder
+	b.WriteString("ranks ")
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(rs[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(rs[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
