@@ -66,8 +66,7 @@ type Comm struct {
 	clock     trace.Clock      // times calls
 	octxEnd   func()
 	splits    int
-	p2pMu     []sync.Mutex // [2*peer] send, [2*peer+1] recv
-	p2pSeq    []uint64
+	peers     []p2pSlot // [2*peer] Send, [2*peer+1] Recv
 	streamsMu sync.Mutex
 	streams   map[*Stream]struct{} // made by NewStream, closed by Close
 	winMu     sync.Mutex
@@ -83,7 +82,8 @@ type current struct {
 	name        string
 	seq         uint64
 	parent, ctx context.Context
-	fp          *wire.Fingerprint // nil for point-to-point calls
+	fp          *wire.Fingerprint
+	peer        int // the peer of a Send or Recv
 }
 
 const (
@@ -116,11 +116,10 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	m.Chunk = set.chunk
 	c := &Comm{
 		rank: rank, size: size, id: id, set: set, t: t, job: job, fabric: f, model: m,
-		ex:     exec.New(t, set.chunk),
-		clock:  trace.NewClock(),
-		pl:     plan.New(rank, size, m, set.overrides),
-		p2pMu:  make([]sync.Mutex, 2*size),
-		p2pSeq: make([]uint64, 2*size),
+		ex:    exec.New(t, set.chunk),
+		clock: trace.NewClock(),
+		pl:    plan.New(rank, size, m, set.overrides),
+		peers: make([]p2pSlot, 2*size),
 	}
 	// The first failing op of a collective poisons the communicator at
 	// once, which also unblocks the collective's other ops and the peers.

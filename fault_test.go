@@ -110,6 +110,18 @@ func rankStop(t *testing.T, c *Comm) {
 	}
 }
 
+// rankP2PStuck: both ranks wait in a Recv from each other; the Recvs time
+// out with culprit reports saying where the peer is.
+func rankP2PStuck(t *testing.T, c *Comm) {
+	ctx := context.Background()
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := Recv(ctx, c, make([]float32, 4), 1-c.Rank(), 7)
+	survivorLine(c, err, time.Since(start))
+}
+
 // rankMismatch: the last rank disagrees about a call, as
 // HCOMM_TEST_MISMATCH says (count, op, skip).
 func rankMismatch(t *testing.T, c *Comm) {
@@ -338,6 +350,28 @@ func TestFaultStop(t *testing.T) {
 		t.Errorf("the launcher printed no culprit report:\n%s", lastLines(out, 30))
 	}
 	t.Logf("launcher output:\n%s", lastLines(out, 12))
+}
+
+// TestFaultP2PTimeout: a Send/Recv timeout gets a culprit report like a
+// collective's, naming where the peer is.
+func TestFaultP2PTimeout(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	out, surv, _ := faultJob(t, 2, "p2pstuck", "HCOMM_TEST_TIMEOUT=2s")
+	s, ok := surv[0]
+	if !ok {
+		t.Fatalf("rank 0 did not report:\n%s", lastLines(out, 30))
+	}
+	if s["kind"] != "timeout" {
+		t.Errorf("rank 0 ended with %s: %s", s["kind"], s["err"])
+	}
+	if !strings.Contains(s["err"], "rank 1 (the peer) is past op #1 Barrier(uint8, 0) (done); it is not in a matching call, or blocked in another Send or Recv") {
+		t.Errorf("rank 0's error has no culprit report saying where rank 1 is: %s", s["err"])
+	}
+	if !strings.Contains(out, `op="Recv(float32, 4, tag 7) #1 with rank 1" report="rank 1 (the peer)`) {
+		t.Errorf("rank 0 logged no culprit report:\n%s", lastLines(out, 30))
+	}
 }
 
 func TestFaultMismatch(t *testing.T) {

@@ -64,6 +64,8 @@ func TestRankProcess(t *testing.T) {
 		rankStop(t, c)
 	case "mismatch":
 		rankMismatch(t, c)
+	case "p2pstuck":
+		rankP2PStuck(t, c)
 	case "hostile":
 		rankHostile(t, c)
 	case "hosts":

@@ -2,7 +2,9 @@ package hcomm
 
 import (
 	"context"
+	"sync"
 
+	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -32,6 +34,10 @@ func (c *Comm) RecvBytes(ctx context.Context, buf []byte, dt DType, peer, tag in
 	return c.p2p(ctx, "Recv", buf, dt, peer, tag, false)
 }
 
+// p2p runs a Send or Recv through the executor's chunking (Transfer), the
+// per-call context (one per peer and direction, so concurrent Sends and
+// Recvs to different peers do not wait for each other) and the flight
+// recorder, like a collective.
 func (c *Comm) p2p(parent context.Context, name string, buf []byte, dt DType, peer, tag int, send bool) error {
 	d, err := c.checkDT(dt)
 	if err != nil {
@@ -54,24 +60,32 @@ func (c *Comm) p2p(parent context.Context, name string, buf []byte, dt DType, pe
 	if !send {
 		slot++
 	}
-	mu := &c.p2pMu[slot]
-	mu.Lock()
-	defer mu.Unlock()
-	c.p2pSeq[slot]++
-	fp := wire.Fingerprint{Seq: c.p2pSeq[slot], Coll: wire.CollSendRecv, DType: d, Root: int32(tag), Count: int64(n)}
-	ctx, cancel := c.withTimeout(parent)
-	defer cancel()
-	chunk := c.ex.ChunkBytes()
-	for off := 0; off == 0 || off < len(buf); off += chunk {
-		p := buf[off:min(off+chunk, len(buf))]
-		if send {
-			err = c.t.Send(ctx, peer, &fp, p)
-		} else {
-			err = c.t.Recv(ctx, peer, &fp, p)
-		}
-		if err != nil {
-			return c.runErr(&current{name: name, parent: parent, ctx: ctx}, err)
-		}
+	p := &c.peers[slot]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	p.fp = wire.Fingerprint{Seq: p.seq, Coll: wire.CollSendRecv, DType: d, Root: int32(tag), Count: int64(n)}
+	now := c.clock.Now()
+	ctx := parent
+	if c.set.timeout > 0 {
+		p.ctx.Begin(parent, now, c.set.timeout)
+		defer p.ctx.End()
+		ctx = &p.ctx
 	}
+	rs := c.rec.Begin(name, &p.fp, now)
+	if err := c.ex.Transfer(ctx, peer, &p.fp, buf, send); err != nil {
+		oe := c.runErr(&current{name: name, parent: parent, ctx: ctx, fp: &p.fp, peer: peer}, err)
+		c.rec.End(rs, oe)
+		return oe
+	}
+	c.rec.End(rs, nil)
 	return nil
+}
+
+// p2pSlot is the state of Sends to, or Recvs from, one peer.
+type p2pSlot struct {
+	mu  sync.Mutex // one call at a time per peer and direction
+	seq uint64
+	fp  wire.Fingerprint
+	ctx opctx.Ctx
 }

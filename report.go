@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/trace"
+	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // A stuck job explains itself (internal/diag): a rank whose operation times
@@ -28,11 +30,18 @@ func (c *Comm) reportFor(cur *current) string {
 	if cur.fp == nil || c.job == nil {
 		return ""
 	}
+	e := trace.Entry{Name: cur.name, FP: *cur.fp}
+	call, seq := e.Call(), cur.fp.Seq
+	if cur.fp.Coll == wire.CollSendRecv {
+		peer := cur.peer
+		return c.job.Report(c.id, c.rank, c.members, fmt.Sprintf("%s #%d with rank %d", call, seq, peer),
+			func(s []*diag.CommState) string { return diag.ExplainP2P(peer, s) })
+	}
 	c.repMu.Lock()
 	defer c.repMu.Unlock()
-	if c.repSeq != cur.fp.Seq {
-		e := trace.Entry{Name: cur.name, FP: *cur.fp}
-		c.repSeq, c.report = cur.fp.Seq, c.job.Report(c.id, c.rank, c.members, cur.fp.Seq, e.Call())
+	if c.repSeq != seq {
+		c.repSeq, c.report = seq, c.job.Report(c.id, c.rank, c.members, fmt.Sprintf("op #%d %s", seq, call),
+			func(s []*diag.CommState) string { return diag.Explain(seq, call, s) })
 	}
 	return c.report
 }

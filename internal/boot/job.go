@@ -101,8 +101,8 @@ func (j *Job) Watch(s diag.Source)   { j.watch.Add(s) }
 func (j *Job) Unwatch(s diag.Source) { j.watch.Remove(s) }
 
 // Report is diag.Report through the job's store and log.
-func (j *Job) Report(id string, rank int, members []int, seq uint64, call string) string {
-	return diag.Report(j.st, j.log, id, rank, members, seq, call)
+func (j *Job) Report(id string, rank int, members []int, what string, explain func([]*diag.CommState) string) string {
+	return diag.Report(j.st, j.log, id, rank, members, what, explain)
 }
 
 // PublishFailure tells the job, through the store, why world rank world of

@@ -138,9 +138,11 @@ func (w *Watcher) loop(ctx context.Context) {
 
 // Report asks every process of the job for its state and explains who
 // the ranks of communicator id (of which this process is rank, with the
-// world ranks members) wait for in operation seq, call. It logs the report
-// and leaves it in the store for the launcher.
-func Report(st store.Store, log *slog.Logger, id string, rank int, members []int, seq uint64, call string) string {
+// world ranks members) wait for in operation what (as "op #42
+// AllReduce(…)"), using explain on the ranks' states (Explain for a
+// collective, ExplainP2P for Send and Recv). It logs the report and leaves
+// it in the store for the launcher.
+func Report(st store.Store, log *slog.Logger, id string, rank int, members []int, what string, explain func([]*CommState) string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), ReportWait)
 	defer cancel()
 	k, err := st.Add(ctx, DumpSeqKey, 1)
@@ -169,11 +171,11 @@ func Report(st store.Store, log *slog.Logger, id string, rank int, members []int
 		}()
 	}
 	wg.Wait()
-	rep := Explain(seq, call, states)
-	log.Error("hcomm: operation timed out", "comm", id, "rank", rank, "op", seq, "report", rep)
+	rep := explain(states)
+	log.Error("hcomm: operation timed out", "comm", id, "rank", rank, "op", what, "report", rep)
 	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer wcancel()
-	st.Set(wctx, ReportKey(members[rank]), []byte(fmt.Sprintf("op #%d %s timed out on rank %d: %s", seq, call, rank, rep)))
+	st.Set(wctx, ReportKey(members[rank]), []byte(fmt.Sprintf("%s timed out on rank %d: %s", what, rank, rep)))
 	return rep
 }
 
@@ -221,6 +223,30 @@ func Explain(seq uint64, call string, states []*CommState) string {
 		parts[i] = RankList(g.ranks) + " " + verb
 	}
 	return strings.Join(parts, "; ")
+}
+
+// ExplainP2P says where the peer of a timed-out Send or Recv is:
+//
+//	rank 1 (the peer) last completed op #41 and waits in op #42 AllReduce(float32, 4, sum)
+//
+// states[peer] is the peer's state, nil if it did not answer.
+func ExplainP2P(peer int, states []*CommState) string {
+	who := fmt.Sprintf("rank %d (the peer)", peer)
+	var s *CommState
+	if peer >= 0 && peer < len(states) {
+		s = states[peer]
+	}
+	switch {
+	case s == nil:
+		return who + " did not answer (stopped, hung, or cut off from the store)"
+	case s.Entered == 0:
+		return who + " has run no collective; it is not in a matching call, or blocked in another Send or Recv"
+	case s.State == "running":
+		return fmt.Sprintf("%s last completed op #%d and waits in op #%d %s", who, s.Completed, s.Entered, s.Call)
+	case s.Call == "":
+		return fmt.Sprintf("%s last completed op #%d; it is not in a matching call, or blocked in another Send or Recv", who, s.Completed)
+	}
+	return fmt.Sprintf("%s is past op #%d %s (%s); it is not in a matching call, or blocked in another Send or Recv", who, s.Entered, s.Call, s.State)
 }
 
 // RankList renders ranks (ascending) compactly: "rank 3", "ranks 0-2, 5".

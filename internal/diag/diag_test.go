@@ -63,6 +63,27 @@ func TestExplain(t *testing.T) {
 	}
 }
 
+func TestExplainP2P(t *testing.T) {
+	const ar = "AllReduce(float32, 4, sum)"
+	for _, tc := range []struct {
+		name  string
+		state *CommState
+		want  string
+	}{
+		{"silent", nil, "rank 1 (the peer) did not answer (stopped, hung, or cut off from the store)"},
+		{"no collective yet", st(0, 0, "", ""), "rank 1 (the peer) has run no collective; it is not in a matching call, or blocked in another Send or Recv"},
+		{"in a collective", st(42, 41, "running", ar), "rank 1 (the peer) last completed op #41 and waits in op #42 AllReduce(float32, 4, sum)"},
+		{"idle", st(42, 42, "done", ar), "rank 1 (the peer) is past op #42 AllReduce(float32, 4, sum) (done); it is not in a matching call, or blocked in another Send or Recv"},
+		{"call out of the ring", st(42, 42, "", ""), "rank 1 (the peer) last completed op #42; it is not in a matching call, or blocked in another Send or Recv"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ExplainP2P(1, []*CommState{st(1, 1, "done", ar), tc.state}); got != tc.want {
+				t.Errorf("ExplainP2P =\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
 type source struct {
 	id   string
 	rank int
@@ -118,7 +139,8 @@ func TestReport(t *testing.T) {
 	me := open()
 	defer me.Close()
 	var log bytes.Buffer
-	rep := Report(me, slog.New(slog.NewTextHandler(&log, nil)), "world", 0, []int{0, 1, 2}, 7, call)
+	rep := Report(me, slog.New(slog.NewTextHandler(&log, nil)), "world", 0, []int{0, 1, 2}, "op #7 "+call,
+		func(s []*CommState) string { return Explain(7, call, s) })
 	want := "rank 0 waits in op #7 AllReduce(float32, 4, sum); rank 1 last completed op #6 and has not entered #7; rank 2 did not answer (stopped, hung, or cut off from the store)"
 	if rep != want {
 		t.Errorf("Report =\n%s\nwant\n%s", rep, want)

@@ -247,6 +247,26 @@ func (e *Executor) chunks(n int) int {
 	return (n + e.chunk - 1) / e.chunk
 }
 
+// Transfer sends buf to peer (send) or receives it from peer, cut into
+// chunks by the same rule as a program's messages, each stamped with fp.
+// It is point-to-point traffic outside any program: unlike Run it may run
+// concurrently with Run and with other Transfers (of other peers or
+// directions).
+func (e *Executor) Transfer(ctx context.Context, peer int, fp *wire.Fingerprint, buf []byte, send bool) error {
+	for i, n := 0, e.chunks(len(buf)); i < n; i++ {
+		var err error
+		if send {
+			err = e.t.Send(ctx, peer, fp, e.piece(buf, i))
+		} else {
+			err = e.t.Recv(ctx, peer, fp, e.piece(buf, i))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (e *Executor) piece(b []byte, i int) []byte {
 	lo := i * e.chunk
 	hi := min(lo+e.chunk, len(b))

@@ -72,6 +72,8 @@ type Recorder struct {
 	mu      sync.Mutex
 	ring    [Size]Entry
 	next    int // total recorded
+	last    int // the slot of the last collective recorded, -1 before any
+	colls   int // collectives recorded
 	entered uint64
 	done    uint64 // highest sequence number completed successfully
 }
@@ -85,7 +87,12 @@ func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int
 	slot := r.next % Size
 	r.ring[slot] = Entry{Seq: fp.Seq, Name: name, FP: *fp, State: Running, Start: start}
 	r.next++
-	r.entered = fp.Seq
+	// Point-to-point calls are numbered per peer and direction: they are
+	// recorded, but the collective sequence is what Snapshot reports.
+	if fp.Coll != wire.CollSendRecv {
+		r.entered = fp.Seq
+		r.last, r.colls = slot, r.colls+1
+	}
 	return slot
 }
 
@@ -115,7 +122,7 @@ func (r *Recorder) End(slot int, err error) {
 		return
 	}
 	e.State = Done
-	if e.Seq > r.done {
+	if e.FP.Coll != wire.CollSendRecv && e.Seq > r.done {
 		r.done = e.Seq
 	}
 }
@@ -129,13 +136,14 @@ type Snapshot struct {
 	ForMS     int64  `json:"for_ms"`    // how long it has been in that state
 }
 
-// Snapshot summarizes the recorder.
+// Snapshot summarizes the recorder's collectives: the last entered and
+// completed, and the state of the last (while it is still in the ring).
 func (r *Recorder) Snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Snapshot{Entered: r.entered, Completed: r.done}
-	if r.next > 0 {
-		e := r.ring[(r.next-1)%Size]
+	if r.colls > 0 && r.ring[r.last].FP.Coll != wire.CollSendRecv {
+		e := r.ring[r.last]
 		s.Call, s.State = e.Call(), e.State.String()
 		since := e.Start
 		if e.State != Running {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -68,5 +70,23 @@ func TestRecorder(t *testing.T) {
 	}
 	if es := r.Entries(); len(es) != Size || es[0].Seq != uint64(10+Size) {
 		t.Errorf("after wrapping: %d entries from #%d", len(es), es[0].Seq)
+	}
+}
+
+// Point-to-point calls are recorded but leave the collective sequence, and
+// what Snapshot reports, alone.
+func TestRecorderP2P(t *testing.T) {
+	var r Recorder
+	coll := &wire.Fingerprint{Seq: 3, Coll: sched.AllReduce, DType: reduce.Float32, Op: reduce.Sum, Count: 4}
+	s := r.Begin("AllReduce", coll, time.Now())
+	r.End(s, nil)
+	p2p := &wire.Fingerprint{Seq: 9, Coll: wire.CollSendRecv, DType: reduce.Float32, Count: 4}
+	r.Begin("Send", p2p, time.Now()) // still running
+	snap := r.Snapshot()
+	if snap.Entered != 3 || snap.Completed != 3 || snap.State != "done" || !strings.HasPrefix(snap.Call, "AllReduce(") {
+		t.Errorf("Snapshot = %+v, want op #3's", snap)
+	}
+	if es := r.Entries(); len(es) != 2 || es[1].Name != "Send" || es[1].State != Running {
+		t.Errorf("Entries = %+v", es)
 	}
 }
