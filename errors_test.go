@@ -3,6 +3,7 @@ package hcomm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"math"
 	"os"
@@ -196,7 +197,12 @@ func TestAbortSpreads(t *testing.T) {
 	cause := errors.New("out of memory in the data loader")
 	errs := within(t, 2*time.Second, comms, func(c *Comm) error {
 		if c.Rank() == 2 {
-			time.Sleep(50 * time.Millisecond)
+			// Abort once the others are inside the AllReduce.
+			for _, r := range []int{0, 1, 3} {
+				if err := waitRunning(comms[r], 1); err != nil {
+					return err
+				}
+			}
 			c.Abort(cause)
 			return nil
 		}
@@ -269,7 +275,9 @@ func TestClose(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() { done <- AllReduce(ctx, comms[0], make([]float64, 10), make([]float64, 10), Sum) }()
-	time.Sleep(20 * time.Millisecond)
+	if err := waitRunning(comms[0], 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := comms[0].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -431,6 +439,23 @@ func TestDumpSignal(t *testing.T) {
 	}
 	if s := buf.String(); !strings.Contains(s, "#1 AllReduce(float64, 7, max) done") || !strings.Contains(s, "rank 1 of 2") {
 		t.Fatalf("dump:\n%s", s)
+	}
+}
+
+// waitRunning waits until c's flight recorder shows operation seq running:
+// the call has passed its checks and is in the executor, blocked or about
+// to block on its peers. Tests act on a blocked call through it instead of
+// sleeping and hoping.
+func waitRunning(c *Comm, seq uint64) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if s := c.rec.Snapshot(); s.Entered >= seq && s.State == "running" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rank %d never entered op #%d", c.Rank(), seq)
+		}
+		time.Sleep(time.Millisecond) // polls a condition; acts only once it holds
 	}
 }
 

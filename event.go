@@ -183,9 +183,9 @@ func (e *Event) issue(s *Stream) uint64 {
 	return g
 }
 
-// complete marks record g as done with err and wakes whoever waits for it.
-func (e *Event) complete(g uint64, err error) {
-	now := time.Now()
+// complete marks record g as done with err at now and wakes whoever waits
+// for it.
+func (e *Event) complete(g uint64, err error, now time.Time) {
 	e.mu.Lock()
 	if g > e.completed {
 		e.completed, e.err, e.at = g, err, now

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/clock"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ type Stream struct {
 	name    string
 	id      uint64
 	timeout time.Duration // bound on each event wait; 0: none
+	clock   clock.Clock   // times events; nil: the system clock (tests set a clock.Fake)
 
 	mu      sync.Mutex
 	q       []item // ring buffer of pending items
@@ -244,7 +246,7 @@ func (s *Stream) Record() *Event {
 func (s *Stream) RecordEvent(e *Event) {
 	g := e.issue(s)
 	if !s.push(&item{kind: itemRecord, ev: e, gen: g}) {
-		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: ErrClosed})
+		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: ErrClosed}, clock.Or(s.clock).Now())
 	}
 }
 
@@ -430,6 +432,7 @@ func (s *Stream) recycle() {
 		c.streamsMu.Unlock()
 		s.owner = nil
 	}
+	s.clock = nil
 	streamPool.put(s)
 }
 
@@ -437,7 +440,7 @@ func (s *Stream) recycle() {
 func (s *Stream) exec(it *item, sticky error) error {
 	switch it.kind {
 	case itemRecord:
-		it.ev.complete(it.gen, sticky)
+		it.ev.complete(it.gen, sticky, clock.Or(s.clock).Now())
 		return nil
 	case itemWait:
 		defer it.ev.unref()

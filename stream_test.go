@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/clock"
 	"slices"
 	"strings"
 	"sync"
@@ -312,8 +313,10 @@ func TestEventReuse(t *testing.T) {
 
 func TestEventElapsed(t *testing.T) {
 	s := newTestStream(t, "timer", time.Minute)
+	clk := clock.NewFake()
+	s.clock = clk // before the first record: the stream reads it only on its goroutine, after enqueueing
 	start := s.Record()
-	s.Go(func(context.Context) error { time.Sleep(30 * time.Millisecond); return nil })
+	s.Go(func(context.Context) error { clk.Advance(30 * time.Millisecond); return nil })
 	end := s.Record()
 	if _, err := start.Elapsed(NewEvent("never")); !errors.Is(err, ErrNotRecorded) {
 		t.Fatalf("Elapsed to an unrecorded event: %v, want ErrNotRecorded", err)
