@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hcomm-go/hcomm/internal/clock"
+	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ type Stream struct {
 	wake  chan struct{} // capacity 1: new work, a completed event, Abort
 	self  waiter        // the worker's registration on events; ch == wake
 	timer *time.Timer
-	ctx   streamCtx
+	ctx   opctx.Cancel // the context its work runs with
 	loop  func()
 
 	closeErr StreamError // the sticky error of Close, kept here so Close does not allocate
@@ -180,10 +181,10 @@ func newStream(name, prefix string, timeout time.Duration) *Stream {
 	if name == "" && prefix != "" {
 		name = prefix + "stream#" + strconv.FormatUint(s.id, 10)
 	}
-	s.name, s.timeout = name, timeout
+	s.name, s.timeout, s.clock = name, timeout, nil
 	s.head, s.n, s.enq, s.done = 0, 0, 0, 0
 	s.err, s.closed = nil, false
-	s.ctx.reset()
+	s.ctx.Reset()
 	go s.loop() // a func value: starting the goroutine allocates no closure
 	return s
 }
@@ -246,7 +247,7 @@ func (s *Stream) Record() *Event {
 func (s *Stream) RecordEvent(e *Event) {
 	g := e.issue(s)
 	if !s.push(&item{kind: itemRecord, ev: e, gen: g}) {
-		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: ErrClosed}, clock.Or(s.clock).Now())
+		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: ErrClosed}, time.Now())
 	}
 }
 
@@ -339,7 +340,7 @@ func (s *Stream) fail(err error) {
 		s.err = err
 	}
 	s.mu.Unlock()
-	s.ctx.cancel(err)
+	s.ctx.Cancel()
 	s.self.signal()
 }
 
@@ -405,7 +406,7 @@ func (s *Stream) run() {
 		}
 		s.mu.Unlock()
 		if failed {
-			s.ctx.cancel(err)
+			s.ctx.Cancel()
 		}
 	}
 }
@@ -432,7 +433,6 @@ func (s *Stream) recycle() {
 		c.streamsMu.Unlock()
 		s.owner = nil
 	}
-	s.clock = nil
 	streamPool.put(s)
 }
 
@@ -574,116 +574,6 @@ func (e *waitTimeout) Error() string {
 }
 
 func (e *waitTimeout) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }
-
-// streamCtx is the context a stream's work runs with. It is part of the
-// pooled Stream, so creating a stream allocates nothing; its Done channel
-// is made only if someone asks for it.
-type streamCtx struct {
-	mu     sync.Mutex
-	done   chan struct{}
-	err    error
-	afters []afterFunc
-	next   uint64
-	// firing counts hooks still running for a cancellation; reset waits
-	// for them, since the context package reads Err inside its hooks and
-	// a recycled stream's context must not answer nil to them.
-	firing sync.WaitGroup
-}
-
-type afterFunc struct {
-	id uint64
-	f  func()
-}
-
-// errStreamCancelled is the context error of a failed stream's context.
-var errStreamCancelled = context.Canceled
-
-func (c *streamCtx) reset() {
-	c.firing.Wait()
-	c.mu.Lock()
-	c.done, c.err = nil, nil
-	clear(c.afters)
-	c.afters = c.afters[:0]
-	c.mu.Unlock()
-}
-
-// Deadline reports no deadline.
-func (c *streamCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-
-// Done returns a channel closed when the stream fails.
-func (c *streamCtx) Done() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-		if c.err != nil {
-			close(c.done)
-		}
-	}
-	return c.done
-}
-
-// Err returns context.Canceled once the stream has failed.
-func (c *streamCtx) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-// Value returns nil: a stream's context carries no values.
-func (c *streamCtx) Value(any) any { return nil }
-
-// AfterFunc runs f in its own goroutine once the context is cancelled; the
-// context package uses it to link derived contexts without a goroutine
-// each.
-func (c *streamCtx) AfterFunc(f func()) (stop func() bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		c.firing.Add(1)
-		go func() {
-			defer c.firing.Done()
-			f()
-		}()
-		return func() bool { return false }
-	}
-	c.next++
-	id := c.next
-	c.afters = append(c.afters, afterFunc{id, f})
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, a := range c.afters {
-			if a.id == id {
-				c.afters = append(c.afters[:i], c.afters[i+1:]...)
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// cancel cancels the context; cause is only for the record.
-func (c *streamCtx) cancel(error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return
-	}
-	c.err = errStreamCancelled
-	if c.done != nil {
-		close(c.done)
-	}
-	for _, a := range c.afters {
-		c.firing.Add(1)
-		go func() {
-			defer c.firing.Done()
-			a.f()
-		}()
-	}
-	clear(c.afters)
-	c.afters = c.afters[:0]
-}
 
 // collArgs is an enqueued operation: its communicator and its call.
 type collArgs struct {
