@@ -54,6 +54,9 @@ type Var struct {
 	// parse stores the value into v; nil for variables whose reading is
 	// not a single value (rank and size, set together).
 	parse func(v *Values, s string) error
+	// show formats the value in effect as the variable would spell it
+	// (nil for variables the library does not read).
+	show func(v *Values) string
 }
 
 // Values are the settings in effect. The zero value is not meaningful:
@@ -119,10 +122,16 @@ func boolVar(dst func(*Values) *bool) func(*Values, string) error {
 var Table = []Var{
 	{Name: "HCOMM_TIMEOUT", Type: "duration", Default: "10m", Field: "Timeout",
 		Doc:   "bound on every operation (90s, 5m, or seconds); 0 = none",
-		parse: durationVar(func(v *Values) *time.Duration { return &v.Timeout }, 0)},
+		parse: durationVar(func(v *Values) *time.Duration { return &v.Timeout }, 0),
+		show: func(v *Values) string {
+			return showDur(v.Timeout)
+		}},
 	{Name: "HCOMM_ALGO", Type: "string", Field: "Algo",
 		Doc:   "force algorithms: allreduce=ring,broadcast=tree, or one name for all",
-		parse: stringVar(func(v *Values) *string { return &v.Algo })},
+		parse: stringVar(func(v *Values) *string { return &v.Algo }),
+		show: func(v *Values) string {
+			return v.Algo
+		}},
 	{Name: "HCOMM_BUFFSIZE", Type: "size", Default: "1M", Field: "ChunkBytes",
 		Doc: "pipelining chunk in bytes; the same on every rank",
 		parse: func(v *Values, s string) error {
@@ -132,6 +141,12 @@ var Table = []Var{
 			}
 			v.ChunkBytes = n
 			return err
+		},
+		show: func(v *Values) string {
+			if v.ChunkBytes == 0 {
+				return "1M"
+			}
+			return strconv.Itoa(v.ChunkBytes)
 		}},
 	{Name: "HCOMM_DEBUG", Type: "WARN|INFO|DEBUG|ERROR|OFF", Default: "WARN", Field: "Logger",
 		Doc: "log level on standard error",
@@ -139,32 +154,65 @@ var Table = []Var{
 			_, _, err := ParseLevel(s)
 			v.Debug = strings.ToUpper(strings.TrimSpace(s))
 			return err
+		},
+		show: func(v *Values) string {
+			return v.Debug
 		}},
 	{Name: "HCOMM_RANK", Also: []string{"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, Type: "int", Default: "0", Field: "Rank",
-		Doc: "this process's rank (Init)"},
+		Doc: "this process's rank (Init)",
+		show: func(v *Values) string {
+			return strconv.Itoa(v.Rank)
+		}},
 	{Name: "HCOMM_SIZE", Also: []string{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, Type: "int", Default: "1", Field: "Size",
-		Doc: "the job's number of ranks (Init)"},
+		Doc: "the job's number of ranks (Init)",
+		show: func(v *Values) string {
+			return strconv.Itoa(v.Size)
+		}},
 	{Name: "HCOMM_STORE", Type: "string", Field: "Store",
 		Doc:   "rendezvous store: tcp://host:port or file:///shared/dir",
-		parse: stringVar(func(v *Values) *string { return &v.Store })},
+		parse: stringVar(func(v *Values) *string { return &v.Store }),
+		show: func(v *Values) string {
+			return v.Store
+		}},
 	{Name: "MASTER_ADDR", Type: "string",
 		Doc:   "torchrun-style rendezvous when HCOMM_STORE is unset: rank 0 serves the store",
-		parse: stringVar(func(v *Values) *string { return &v.MasterAddr })},
+		parse: stringVar(func(v *Values) *string { return &v.MasterAddr }),
+		show: func(v *Values) string {
+			return v.MasterAddr
+		}},
 	{Name: "MASTER_PORT", Type: "string", Default: DefaultMasterPort,
 		Doc:   "the port of the MASTER_ADDR rendezvous",
-		parse: stringVar(func(v *Values) *string { return &v.MasterPort })},
+		parse: stringVar(func(v *Values) *string { return &v.MasterPort }),
+		show: func(v *Values) string {
+			return v.MasterPort
+		}},
 	{Name: "HCOMM_TOKEN", Type: "string", Field: "Token",
 		Doc:   "the job's secret; store clients and TCP peers without it are refused",
-		parse: stringVar(func(v *Values) *string { return &v.Token })},
+		parse: stringVar(func(v *Values) *string { return &v.Token }),
+		show: func(v *Values) string {
+			if v.Token == "" {
+				return ""
+			}
+			return "(set)"
+		}},
 	{Name: "HCOMM_CONNECT_TIMEOUT", Type: "duration", Default: "2m", Field: "ConnectTimeout",
 		Doc:   "bound on Init's rendezvous and connections (and Split's)",
-		parse: durationVar(func(v *Values) *time.Duration { return &v.ConnectTimeout }, time.Nanosecond)},
+		parse: durationVar(func(v *Values) *time.Duration { return &v.ConnectTimeout }, time.Nanosecond),
+		show: func(v *Values) string {
+			return showDur(v.ConnectTimeout)
+		}},
 	{Name: "HCOMM_TRANSPORT", Type: "shm|tcp|auto", Default: "auto", Field: "Transport",
 		Doc: "shm, tcp (force TCP even within a host) or auto",
 		parse: func(v *Values, s string) error {
 			t, err := ParseTransport(s)
 			v.Transport = t
 			return err
+		},
+		show: func(v *Values) string {
+			if v.Transport == "" {
+				return "auto"
+			}
+			return v.Transport
 		}},
 	{Name: "HCOMM_NSOCKS", Type: "int", Default: "1", Field: "NSocks",
 		Doc: "TCP sockets per pair of ranks (1-16)",
@@ -178,22 +226,43 @@ var Table = []Var{
 			}
 			v.NSocks = n
 			return nil
+		},
+		show: func(v *Values) string {
+			if v.NSocks == 0 {
+				return "1"
+			}
+			return strconv.Itoa(v.NSocks)
 		}},
 	{Name: "HCOMM_SOCKET_ADDR", Type: "string", Field: "SocketAddr",
 		Doc:   "address this rank listens on and advertises",
-		parse: stringVar(func(v *Values) *string { return &v.SocketAddr })},
+		parse: stringVar(func(v *Values) *string { return &v.SocketAddr }),
+		show: func(v *Values) string {
+			return v.SocketAddr
+		}},
 	{Name: "HCOMM_SOCKET_IFNAME", Type: "string", Field: "SocketIfname",
 		Doc:   "pick the address of an interface: prefix, =exact, ^excluded, comma-separated",
-		parse: stringVar(func(v *Values) *string { return &v.SocketIfname })},
+		parse: stringVar(func(v *Values) *string { return &v.SocketIfname }),
+		show: func(v *Values) string {
+			return v.SocketIfname
+		}},
 	{Name: "HCOMM_HOSTNAME", Type: "string", Field: "Hostname",
 		Doc:   "host identity; ranks with the same one share memory",
-		parse: stringVar(func(v *Values) *string { return &v.Hostname })},
+		parse: stringVar(func(v *Values) *string { return &v.Hostname }),
+		show: func(v *Values) string {
+			return v.Hostname
+		}},
 	{Name: "HCOMM_SHM_CMA", Type: "size", Field: "ShmCMA",
 		Doc: "message size from which shared memory uses single-copy process_vm_readv; unset = off",
 		parse: func(v *Values, s string) error {
 			n, err := ParseSizeInt(s)
 			v.ShmCMA = n
 			return err
+		},
+		show: func(v *Values) string {
+			if v.ShmCMA <= 0 {
+				return "off"
+			}
+			return strconv.Itoa(v.ShmCMA)
 		}},
 	{Name: "HCOMM_YIELD", Type: "auto|1|0", Default: "auto", Field: "Yield",
 		Doc: "whether waits give the CPU away",
@@ -201,6 +270,9 @@ var Table = []Var{
 			y, err := ParseYield(s)
 			v.Yield = y
 			return err
+		},
+		show: func(v *Values) string {
+			return map[int]string{0: "auto", 1: "1", -1: "0"}[v.Yield]
 		}},
 	{Name: "HCOMM_TCP_POLL", Type: "duration", Default: "50us", Field: "TCPPoll",
 		Doc: "how long a TCP receive of a small message polls before blocking; 0 = never",
@@ -214,19 +286,37 @@ var Table = []Var{
 				v.TCPPoll = -1
 			}
 			return nil
+		},
+		show: func(v *Values) string {
+			switch {
+			case v.TCPPoll == 0:
+				return "50us"
+			case v.TCPPoll < 0:
+				return "0"
+			}
+			return v.TCPPoll.String()
 		}},
 	{Name: "HCOMM_CHECKSUM", Type: "bool", Default: "0", Field: "Checksum",
 		Doc:   "1: CRC32C on every TCP data frame",
-		parse: boolVar(func(v *Values) *bool { return &v.Checksum })},
+		parse: boolVar(func(v *Values) *bool { return &v.Checksum }),
+		show: func(v *Values) string {
+			return fmt.Sprint(v.Checksum)
+		}},
 	{Name: "HCOMM_CHECK_RESULTS", Type: "bool", Default: "0", Field: "CheckResults",
 		Doc:   "1: compare a hash of every AllReduce/AllGather/Broadcast result across ranks",
-		parse: boolVar(func(v *Values) *bool { return &v.CheckResults })},
+		parse: boolVar(func(v *Values) *bool { return &v.CheckResults }),
+		show: func(v *Values) string {
+			return fmt.Sprint(v.CheckResults)
+		}},
 	{Name: "HCOMM_DUMP_SIGNAL", Type: "USR1|USR2", Field: "DumpSignal",
 		Doc: "that signal writes every live communicator's flight recorder to standard error",
 		parse: func(v *Values, s string) error {
 			sig, err := ParseSignal(s)
 			v.DumpSignal = sig
 			return err
+		},
+		show: func(v *Values) string {
+			return v.DumpSignal
 		}},
 	{Name: "HCOMM_PERF_EMIT", Type: "string", Scope: Tool,
 		Doc: "set by hcomm perf on the ranks it launches"},
@@ -342,7 +432,7 @@ func (v *Values) Log(log *slog.Logger) {
 		if d.Scope != Library {
 			continue
 		}
-		val := v.show(d.Name)
+		val := d.show(v)
 		if src := v.Source[d.Name]; src != "" {
 			val += " (" + src + ")"
 		}
@@ -351,80 +441,10 @@ func (v *Values) Log(log *slog.Logger) {
 	log.Info("hcomm settings", attrs...)
 }
 
-// show formats one setting's value as its variable would spell it.
-func (v *Values) show(name string) string {
-	dur := func(d time.Duration) string {
-		if d == 0 {
-			return "none"
-		}
-		return d.String()
+// showDur formats a duration setting; 0 means none.
+func showDur(d time.Duration) string {
+	if d == 0 {
+		return "none"
 	}
-	switch name {
-	case "HCOMM_TIMEOUT":
-		return dur(v.Timeout)
-	case "HCOMM_ALGO":
-		return v.Algo
-	case "HCOMM_BUFFSIZE":
-		if v.ChunkBytes == 0 {
-			return "1M"
-		}
-		return strconv.Itoa(v.ChunkBytes)
-	case "HCOMM_DEBUG":
-		return v.Debug
-	case "HCOMM_RANK":
-		return strconv.Itoa(v.Rank)
-	case "HCOMM_SIZE":
-		return strconv.Itoa(v.Size)
-	case "HCOMM_STORE":
-		return v.Store
-	case "MASTER_ADDR":
-		return v.MasterAddr
-	case "MASTER_PORT":
-		return v.MasterPort
-	case "HCOMM_TOKEN":
-		if v.Token == "" {
-			return ""
-		}
-		return "(set)"
-	case "HCOMM_CONNECT_TIMEOUT":
-		return dur(v.ConnectTimeout)
-	case "HCOMM_TRANSPORT":
-		if v.Transport == "" {
-			return "auto"
-		}
-		return v.Transport
-	case "HCOMM_NSOCKS":
-		if v.NSocks == 0 {
-			return "1"
-		}
-		return strconv.Itoa(v.NSocks)
-	case "HCOMM_SOCKET_ADDR":
-		return v.SocketAddr
-	case "HCOMM_SOCKET_IFNAME":
-		return v.SocketIfname
-	case "HCOMM_HOSTNAME":
-		return v.Hostname
-	case "HCOMM_SHM_CMA":
-		if v.ShmCMA <= 0 {
-			return "off"
-		}
-		return strconv.Itoa(v.ShmCMA)
-	case "HCOMM_YIELD":
-		return map[int]string{0: "auto", 1: "1", -1: "0"}[v.Yield]
-	case "HCOMM_TCP_POLL":
-		switch {
-		case v.TCPPoll == 0:
-			return "50us"
-		case v.TCPPoll < 0:
-			return "0"
-		}
-		return v.TCPPoll.String()
-	case "HCOMM_CHECKSUM":
-		return fmt.Sprint(v.Checksum)
-	case "HCOMM_CHECK_RESULTS":
-		return fmt.Sprint(v.CheckResults)
-	case "HCOMM_DUMP_SIGNAL":
-		return v.DumpSignal
-	}
-	return ""
+	return d.String()
 }

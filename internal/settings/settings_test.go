@@ -251,7 +251,7 @@ func TestLog(t *testing.T) {
 	for _, d := range Table {
 		if d.Scope == Library && d.Name != "HCOMM_ALGO" && d.Name != "HCOMM_STORE" && d.Name != "MASTER_ADDR" &&
 			d.Name != "HCOMM_SOCKET_ADDR" && d.Name != "HCOMM_SOCKET_IFNAME" && d.Name != "HCOMM_HOSTNAME" &&
-			d.Name != "HCOMM_DUMP_SIGNAL" && v.show(d.Name) == "" {
+			d.Name != "HCOMM_DUMP_SIGNAL" && d.show(&v) == "" {
 			t.Errorf("%s has no shown value", d.Name)
 		}
 	}
@@ -274,6 +274,9 @@ func TestTable(t *testing.T) {
 		}
 		if d.Scope == Library && d.parse == nil && d.Name != "HCOMM_RANK" && d.Name != "HCOMM_SIZE" {
 			t.Errorf("%s is read by the library but has no parser", d.Name)
+		}
+		if d.Scope == Library && d.show == nil {
+			t.Errorf("%s is read by the library but cannot be shown", d.Name)
 		}
 		// A documented default must be a value the parser accepts.
 		if d.parse != nil && d.Default != "" {
