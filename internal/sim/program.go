@@ -66,32 +66,30 @@ func build(a algo.Algorithm, s sched.Spec, rank int) (*sched.Program, error) {
 	return p, nil
 }
 
-// shifted reports whether program q is program p with every peer moved by
-// d ranks (mod n) and the same kinds and lengths, a length allowed to
-// differ by one element (the blocks of a count not divisible by n).
-func shifted(p, q *sched.Program, d, n int) bool {
-	if len(p.Steps) != len(q.Steps) {
+// shifted reports whether compiled program q is compiled program p with
+// every peer moved by d ranks (mod n) and the same kinds and lengths, a
+// length allowed to differ by one element of es bytes (the blocks of a
+// count not divisible by n).
+func shifted(p, q *programs, d, n int, es int64) bool {
+	if len(p.stepOff) != len(q.stepOff) || len(p.ops) != len(q.ops) {
 		return false
 	}
-	mv := func(r int) int { return (r + d) % n }
-	for i := range p.Steps {
-		a, b := p.Steps[i].Ops, q.Steps[i].Ops
-		if len(a) != len(b) {
+	for i := range p.stepOff {
+		if p.stepOff[i] != q.stepOff[i] {
 			return false
 		}
-		for j := range a {
-			x, y := &a[j], &b[j]
-			if x.Kind != y.Kind || x.Len()-y.Len() > 1 || y.Len()-x.Len() > 1 {
-				return false
-			}
-			if x.Kind != sched.Copy && x.Kind != sched.LocalReduce && mv(x.Peer) != y.Peer {
-				return false
-			}
-			if x.Kind == sched.RecvReduceSend || x.Kind == sched.RecvCopySend {
-				if mv(x.To) != y.To {
-					return false
-				}
-			}
+	}
+	mv := func(r int32) int32 { return int32((int(r) + d) % n) }
+	for i := range p.ops {
+		x, y := &p.ops[i], &q.ops[i]
+		if x.kind != y.kind || x.bytes-y.bytes > es || y.bytes-x.bytes > es {
+			return false
+		}
+		if !x.local() && mv(x.peer) != y.peer {
+			return false
+		}
+		if (x.kind == sched.RecvReduceSend || x.kind == sched.RecvCopySend) && mv(x.to) != y.to {
+			return false
 		}
 	}
 	return true
@@ -99,20 +97,26 @@ func shifted(p, q *sched.Program, d, n int) bool {
 
 // period returns the smallest power of two P dividing n (or n) such that
 // rank r+P's program is rank r's shifted by P, checked on sample ranks:
-// the first two periods, the middle and the wrap-around at the end.
-func period(a algo.Algorithm, s sched.Spec) (int, error) {
+// the first two periods, the middle and the wrap-around at the end. The
+// samples are kept compiled (24 bytes an op).
+func period(a algo.Algorithm, s sched.Spec, es int) (int, error) {
 	n := s.N
-	cache := map[int]*sched.Program{}
-	get := func(r int) (*sched.Program, error) {
+	cache := map[int]*programs{}
+	get := func(r int) (*programs, error) {
 		r %= n
 		if p, ok := cache[r]; ok {
 			return p, nil
 		}
 		p, err := build(a, s, r)
-		if err == nil {
-			cache[r] = p
+		if err != nil {
+			return nil, err
 		}
-		return p, err
+		c := newPrograms()
+		if err := c.add(p, es); err != nil {
+			return nil, err
+		}
+		cache[r] = c
+		return c, nil
 	}
 	for P := 1; P < n; P *= 2 {
 		if n%P != 0 {
@@ -131,7 +135,7 @@ func period(a algo.Algorithm, s sched.Spec) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if !shifted(p, q, P, n) {
+			if !shifted(p, q, P, n, int64(es)) {
 				ok = false
 				break
 			}

@@ -180,7 +180,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		t.Gamma *= t.CacheFactor
 		t.CopyBeta *= t.CacheFactor
 	}
-	P, err := period(a, s)
+	P, err := period(a, s, es)
 	if err != nil {
 		return Result{}, err
 	}
