@@ -104,6 +104,7 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "# %12s %-14s %12s %8s %8s  %s\n", "size", "algo", "time(us)", "algbw", "busbw", "critical path")
 	t0 := time.Now()
 	var peak int64
+	reduced := map[string]string{}
 	for _, size := range sizes {
 		best, bestT := "", 0.0
 		// The algorithms are simulated side by side, one per CPU.
@@ -130,6 +131,9 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			peak = max(peak, r.ModelBytes)
+			if r.Simulated < r.N {
+				reduced[a.Name] = fmt.Sprintf("%s: %d of %d ranks simulated (programs repeat every %d)", a.Name, r.Simulated, r.N, r.Period)
+			}
 			fmt.Fprintf(stdout, "  %12d %-14s %12.2f %8.3f %8.3f  %s\n", r.Bytes, r.Algo, r.Time*1e6, r.AlgBW, r.BusBW, critical(&r.Critical))
 			if best == "" || r.Time < bestT {
 				best, bestT = a.Name, r.Time
@@ -137,6 +141,11 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		if len(algos) > 1 && best != "" {
 			fmt.Fprintf(stdout, "  %12s fastest: %s\n", "", best)
+		}
+	}
+	for _, a := range algos {
+		if s, ok := reduced[a.Name]; ok {
+			fmt.Fprintf(stdout, "# %s\n", s)
 		}
 	}
 	var ms runtime.MemStats
