@@ -496,3 +496,30 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPeerRecord: a peer's window record (from the exchange) is decoded
+// without panicking, and what is accepted is within limits.
+func FuzzPeerRecord(f *testing.F) {
+	var rec [RecordSize]byte
+	binary.LittleEndian.PutUint32(rec[0:], recMagic)
+	binary.LittleEndian.PutUint64(rec[8:], 4096)
+	rec[20], rec[21] = kindAlloc, 10
+	copy(rec[64:], "hcomm-win-1")
+	f.Add(rec[:])
+	f.Add(make([]byte, RecordSize))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) != RecordSize {
+			return
+		}
+		for _, alloc := range []bool{true, false} {
+			w := &Window{rank: 0, size: 2, alloc: alloc}
+			q, err := w.newPeer(1, in, [32]byte{}, true)
+			if err != nil {
+				continue
+			}
+			if q.size < 0 || q.size > maxPayload || q.mode != modeMsg {
+				t.Fatalf("accepted size %d, mode %d", q.size, q.mode)
+			}
+		}
+	})
+}
