@@ -66,7 +66,10 @@ func rankKill(t *testing.T, c *Comm) {
 	victim := c.Size() - 1
 	if c.Rank() == victim {
 		go func() {
-			time.Sleep(20 * time.Millisecond)
+			// Die inside a collective of the loop below, not before it.
+			if err := waitRunning(c, 3); err != nil {
+				panic(err)
+			}
 			os.WriteFile(filepath.Join(dir, "killed"), []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o600)
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}()
