@@ -11,7 +11,7 @@ import (
 
 // DefaultTimeout bounds every collective when neither Config.Timeout nor
 // HCOMM_TIMEOUT says otherwise.
-const DefaultTimeout = settings.DefaultTimeout
+const DefaultTimeout = 10 * time.Minute
 
 // Config configures a communicator. A nil *Config, and every zero field,
 // means: take the value from the environment (the HCOMM_ variables listed

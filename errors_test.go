@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hcomm-go/hcomm/internal/diag"
+	"github.com/hcomm-go/hcomm/internal/settings"
 	"math"
 	"os"
 	"runtime"
@@ -556,5 +557,13 @@ func TestInitBadEnv(t *testing.T) {
 			t.Fatalf("%s=%s: %v", kv[0], kv[1], err)
 		}
 		c.Close()
+	}
+}
+
+// The documented defaults are the settings table's.
+func TestDefaultsMatchSettings(t *testing.T) {
+	if DefaultTimeout != settings.DefaultTimeout || DefaultConnectTimeout != settings.DefaultConnectTimeout {
+		t.Errorf("DefaultTimeout %v, DefaultConnectTimeout %v; the settings table says %v, %v",
+			DefaultTimeout, DefaultConnectTimeout, settings.DefaultTimeout, settings.DefaultConnectTimeout)
 	}
 }

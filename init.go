@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"time"
 
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/plan"
@@ -15,7 +16,7 @@ import (
 
 // DefaultConnectTimeout bounds Init's rendezvous and connections when
 // HCOMM_CONNECT_TIMEOUT does not say otherwise.
-const DefaultConnectTimeout = settings.DefaultConnectTimeout
+const DefaultConnectTimeout = 2 * time.Minute
 
 // Init joins the job this process is a rank of and returns the world
 // communicator.
