@@ -87,6 +87,7 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 			return all, AllGather(ctx, c, rec, all)
 		},
 		Barrier: c.Barrier,
+		Check:   c.usable,
 	}
 	w, err := rma.New(ctx, p)
 	if err != nil {

@@ -373,3 +373,41 @@ func TestWindowZeroAllocs(t *testing.T) {
 		}
 	}
 }
+
+// A WaitSignal asleep returns when its communicator is aborted.
+func TestWindowWaitSignalAbort(t *testing.T) {
+	ctx := context.Background()
+	comms, err := NewLocal(ctx, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	ws := make([]*Window, 2)
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Go(func() {
+			w, err := c.AllocWindow(ctx, 8)
+			if err != nil {
+				t.Error(err)
+			}
+			ws[i] = w
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ws[0].WaitSignal(ctx, 0, 1)
+		done <- err
+	}()
+	comms[0].Abort(errors.New("test abort"))
+	if err := <-done; !errors.Is(err, ErrAborted) {
+		t.Fatalf("WaitSignal after Abort: %v", err)
+	}
+}

@@ -85,6 +85,9 @@ type Params struct {
 	Barrier func(ctx context.Context) error
 	// Messages forces the message path to every other rank.
 	Messages bool
+	// Check, if set, reports an error that should end a sleeping
+	// WaitSignal (the communicator failed or closed).
+	Check func() error
 	// Timeout bounds each request on the message path and each
 	// WaitSignal that has to sleep (0: only the ctx does).
 	Timeout time.Duration
@@ -130,6 +133,7 @@ type Window struct {
 	t          transport.Transport
 	chunk      int
 	timeout    time.Duration
+	alive      func() error
 	mem        []byte   // this rank's exposed bytes
 	seg        *segment // this rank's segment (signals; data for AllocWindow)
 	alloc      bool
@@ -180,7 +184,7 @@ type reply struct {
 // New makes a window; every rank of the group calls it.
 func New(ctx context.Context, p Params) (*Window, error) {
 	w := &Window{
-		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout,
+		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout, alive: p.Check,
 		nonce: rand.Uint32() | 1, alloc: p.Alloc >= 0,
 		fp: wire.Fingerprint{Coll: wire.CollSendRecv, Root: -1 - int32(p.ID%(1<<30))},
 	}
@@ -579,6 +583,11 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 		}
 		if err := w.usable(nil); err != nil {
 			return 0, err
+		}
+		if w.alive != nil {
+			if err := w.alive(); err != nil {
+				return 0, err
+			}
 		}
 		d := 20 * time.Millisecond
 		if dl, ok := ctx.Deadline(); ok {
