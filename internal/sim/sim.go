@@ -15,9 +15,10 @@
 // NIC, the receiving host's NIC and, between racks, both racks' uplinks
 // for the others. Flows crossing one resource therefore share its
 // bandwidth, chunk by chunk. A receive-reduce occupies a core of the
-// receiving host for b·γ after the chunk arrived. Sends are eager: a
-// chunk leaves when the sender reaches it, and the sender moves on when
-// it has arrived.
+// receiving host for b·γ after the chunk arrived. A chunk leaves when
+// the sender reaches it, and the sender moves on when it has arrived —
+// or at once for a one-chunk send the transport buffers (SHMEager,
+// NetEager: transport.Eager).
 //
 // # Scale
 //
@@ -357,6 +358,7 @@ type machine struct {
 	n, S, P   int
 	ps        *programs
 	chunk     int64
+	eager     [nClass]int64 // largest send a transport buffers, per link class
 	maxPieces int
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
@@ -396,6 +398,7 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 		m.chunk = exec.DefaultChunkBytes
 	}
 	m.chunk = max(8, m.chunk&^7)
+	m.eager = [nClass]int64{min(t.SHMEager, m.chunk), min(t.NetEager, m.chunk), min(t.NetEager, m.chunk)}
 	m.hostsSim, m.racksSim = t.hostsRacks(S)
 	m.cores = make([]float64, m.hostsSim*t.cores())
 	m.mem = make([]float64, m.hostsSim)
@@ -523,12 +526,11 @@ func (m *machine) core(h int, now, work float64) float64 {
 // arrive, the last no earlier than one chunk after lastMin (a forwarded
 // piece cannot end before the piece it forwards), and advances bd to the
 // first chunk's arrival; the path from there to the last is rest.
-func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin float64, bd *Breakdown) (first, last, rest float64) {
+func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin float64, bd *Breakdown) (first, last, rest, start float64, cls int) {
 	t := &m.t
 	hs, hd := m.host(src), m.host(dst)
 	fb := float64(b)
-	var start, dur float64
-	var cls int
+	var dur float64
 	switch {
 	case hs == hd:
 		cls = ClassSHM
@@ -584,7 +586,7 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin float6
 	m.chunks += int64(k)
 	first = start + one
 	last = max(start+kf*one, lastMin+one)
-	return first, last, last - first
+	return first, last, last - first, start, cls
 }
 
 func (m *machine) run() error {
@@ -797,11 +799,21 @@ func (m *machine) send(c, o int32, now float64) {
 		dst = st.to
 	}
 	b, k := m.piece(st)
-	first, last, rest := m.transmit(c, dst, b, k, now, st.lastMin, &st.bd)
+	before := st.bd
+	first, last, rest, start, cls := m.transmit(c, dst, b, k, now, st.lastMin, &st.bd)
 	it := item{first: first, last: last, bd: st.bd}
-	st.bd.Transfer += rest // the op moves on when the last chunk is there
 	st.phase = phSent
-	m.push(event{t: last, rank: c, op: o})
+	if st.kind == sched.Send && st.nch == 1 && b <= m.eager[cls] {
+		// The executor hands a small send to the transport, which
+		// buffers it (transport.Eager): the op is done once the
+		// resources are free.
+		st.bd = before
+		st.bd.Queue += start - now
+		m.push(event{t: start, rank: c, op: o})
+	} else {
+		st.bd.Transfer += rest // the op moves on when the last chunk is there
+		m.push(event{t: last, rank: c, op: o})
+	}
 	ch := &m.chans[st.outCh]
 	if ch.waitRank >= 0 {
 		wr, wo := ch.waitRank, ch.waitOp

@@ -72,6 +72,12 @@ type Topology struct {
 	// β and γ (0: no cache effect).
 	CacheBytes  int64   `json:"cache_bytes,omitempty"`
 	CacheFactor float64 `json:"cache_factor,omitempty"`
+	// SHMEager and NetEager are the largest sends the transports buffer
+	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
+	// a send of one chunk no larger completes for the sender as soon as the
+	// resources it crosses are free, without waiting for its arrival.
+	SHMEager int64 `json:"shm_eager,omitempty"`
+	NetEager int64 `json:"net_eager,omitempty"`
 	// ChunkBytes is the executor's chunk size (internal/exec); 0 means
 	// exec.DefaultChunkBytes.
 	ChunkBytes int `json:"chunk_bytes,omitempty"`
@@ -93,6 +99,8 @@ func Default() Topology {
 		UplinkBW:     32 * 12.5e9 / 2,
 		Gamma:        1 / 8e9,
 		CopyBeta:     1 / 10e9,
+		SHMEager:     256 << 10,
+		NetEager:     16 << 10,
 	}
 }
 
@@ -175,8 +183,8 @@ func (t Topology) Check() error {
 	if t.RanksPerHost < 1 {
 		errs = append(errs, fmt.Errorf("ranks_per_host %d < 1", t.RanksPerHost))
 	}
-	if t.HostsPerRack < 0 || t.Cores < 0 || t.ChunkBytes < 0 {
-		errs = append(errs, errors.New("negative hosts_per_rack, cores or chunk_bytes"))
+	if t.HostsPerRack < 0 || t.Cores < 0 || t.ChunkBytes < 0 || t.SHMEager < 0 || t.NetEager < 0 {
+		errs = append(errs, errors.New("negative hosts_per_rack, cores, chunk_bytes, shm_eager or net_eager"))
 	}
 	for _, l := range []struct {
 		name string

@@ -76,7 +76,7 @@ func main() {
 	t := sim.Local()
 	if len(os.Args) > 2 && os.Args[2] == "fit" {
 		best, bestv := t, 1e9
-		for _, al := range []float64{12e-6, 14e-6, 16e-6} {
+		for _, al := range []float64{10e-6, 12e-6, 14e-6, 16e-6, 18e-6, 20e-6} {
 			for _, be := range []float64{0.35e-9, 0.4e-9, 0.45e-9, 0.5e-9} {
 				for _, ga := range []float64{0.1e-9, 0.2e-9, 0.3e-9, 0.5e-9} {
 					for _, co := range []float64{0.1, 0.15, 0.2, 0.25, 0.3} {
