@@ -52,7 +52,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, jc.Connect)
 	defer cancel()
-	c, err := initWorld(ctx, jc, set)
+	c, err := initWorld(ctx, jc, set, topologySettings{off: vals.Topology == "off", file: vals.RankTable})
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("%w after %v (HCOMM_CONNECT_TIMEOUT): %w", ErrTimeout, jc.Connect, err)
@@ -62,7 +62,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	return c, nil
 }
 
-func initWorld(ctx context.Context, jc boot.JobConfig, set options) (*Comm, error) {
+func initWorld(ctx context.Context, jc boot.JobConfig, set options, ts topologySettings) (*Comm, error) {
 	j, err := boot.OpenJob(ctx, jc)
 	if err != nil {
 		return nil, err
@@ -76,8 +76,20 @@ func initWorld(ctx context.Context, jc boot.JobConfig, set options) (*Comm, erro
 	if remote {
 		m = plan.NetworkModel
 	}
+	layout, err := worldLayout(ctx, j.Store(), jc, ts, set.log)
+	if err != nil {
+		t.Close()
+		j.Close()
+		return nil, err
+	}
 	c := newComm(jc.Rank, jc.Size, "world", set, t, j, nil, m)
 	c.ownsJob = true
+	if layout != nil {
+		if err := c.pl.SetLayout(*layout); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 

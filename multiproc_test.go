@@ -68,6 +68,10 @@ func TestRankProcess(t *testing.T) {
 		rankP2PStuck(t, c)
 	case "hostile":
 		rankHostile(t, c)
+	case "topo":
+		rankTopology(t, c)
+		rankMatrix[float32](t, []*Comm{c})
+		rankLarge(t, c)
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

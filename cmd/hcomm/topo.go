@@ -22,12 +22,23 @@ const topoUsage = `usage: hcomm topo [-file FILE] [-sysfs DIR] [-inter GBIT]
 Prints the topology a job sees: hosts, NUMA nodes, CPUs, NICs, ranks, the
 ring order and the hierarchy the topology-aware algorithms use.
 
-Run alone, it shows this machine as a one-rank job, or, with a topology
-file (-file, else HCOMM_RANK_TABLE, RANK_TABLE_FILE or HCOMM_TOPOLOGY_FILE),
-the placement the file describes. Run as a job (hcomm run -n 4 -- hcomm topo),
-the ranks exchange what they see through the job's store and rank 0 prints
-the joined topology; contradictions between the file and the machines are
+Run alone, it shows this machine as a one-rank job or, with a topology
+file (-file, else HCOMM_RANK_TABLE or RANK_TABLE_FILE), the placement the
+file describes. Run as a job (hcomm run -n 4 -- hcomm topo), the ranks
+exchange what they see through the job's store and rank 0 prints the
+joined topology; contradictions between the file and the machines are
 errors on every rank.
+
+hcomm's topology format is one statement a line ('#' starts a comment):
+
+  host NAME [ranks LIST | slots N] [group NAME] [nic IF[,IF...]]
+  link intra|inter|group SPEED
+
+NAME is a host name, one of its addresses, or any label; LIST is like
+"0-3,8"; "slots N" takes the N ranks after the highest rank above; SPEED
+is in Gbit/s ("25", "25gbit", "400mbit"). A file that names a host some
+rank runs on must put that rank there; ranks sharing a host in the file
+must share one in fact.
 
 `
 
@@ -45,12 +56,12 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("topo: unexpected argument %q", fs.Arg(0))
 	}
+	vals, err := settings.Load(settings.Env)
+	if err != nil {
+		return err
+	}
 	if *file == "" {
-		for _, v := range []string{"HCOMM_RANK_TABLE", "RANK_TABLE_FILE", "HCOMM_TOPOLOGY_FILE"} {
-			if *file = os.Getenv(v); *file != "" {
-				break
-			}
-		}
+		*file = vals.RankTable
 	}
 	var f *topo.File
 	if *file != "" {
@@ -62,10 +73,6 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
-	vals, err := settings.Load(settings.Env)
-	if err != nil {
-		return err
-	}
 	rank, size := vals.Rank, vals.Size
 	launched := vals.RankErr == nil && vals.RankVars != "" && vals.Store != ""
 	m, err := topo.Probe(os.DirFS(*sysfs))

@@ -249,7 +249,7 @@ func TestLayoutCost(t *testing.T) {
 	if got := ChooseAllReduce(FlatLayout(4), m, lc); got != "ring" {
 		t.Errorf("one host picks %s", got)
 	}
-	if !math.IsInf(LayoutCost(sched.Broadcast, "hier", cons, m, lc), 1) {
-		t.Error("Broadcast has a cost")
+	if !math.IsInf(LayoutCost(sched.Broadcast, "hring", cons, m, lc), 1) || math.IsInf(LayoutCost(sched.Barrier, "hier", cons, 0, lc), 1) {
+		t.Error("Broadcast hring has a cost, or Barrier hier none")
 	}
 }

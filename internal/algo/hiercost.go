@@ -19,15 +19,13 @@ type LinkCosts struct {
 	Gamma        float64
 }
 
-// LayoutCost estimates the time of AllReduce algorithm name ("ring" in rank
-// order, "hring" or "hier") on layout l for a vector of bytes bytes, in the
-// α–β–γ model per link class. A ring step costs what its slowest edge
+// LayoutCost estimates the time of algorithm name of collective c on layout
+// l for a vector of bytes bytes, in the α–β–γ model per link class:
+// AllReduce "ring" (in rank order), "hring" and "hier", Broadcast and
+// Barrier "hier". A ring step costs what its slowest edge
 // costs; an edge between hosts shares its host's NIC with the host's other
 // edges leaving it in the same step. It returns +Inf for other names.
 func LayoutCost(c sched.Coll, name string, l Layout, bytes float64, lc LinkCosts) float64 {
-	if c != sched.AllReduce {
-		return math.Inf(1)
-	}
 	n := len(l.Order())
 	H := len(l.Hosts)
 	L := 0
@@ -60,6 +58,26 @@ func LayoutCost(c sched.Coll, name string, l Layout, bytes float64, lc LinkCosts
 		return max(lc.Inter.Alpha+float64(share)*lc.Inter.Beta*m, lc.Intra.Alpha+lc.Intra.Beta*m)
 	}
 	reduce := lc.Gamma * bytes * float64(n-1) / float64(n)
+	lg := func(k int) float64 { return math.Ceil(math.Log2(float64(k))) }
+	switch c {
+	case sched.Barrier:
+		if name != "hier" {
+			return math.Inf(1)
+		}
+		intra := 0.0
+		if L > 1 {
+			intra = 2 * lc.Intra.Alpha
+		}
+		return intra + lg(H)*lc.Inter.Alpha
+	case sched.Broadcast:
+		if name != "hier" {
+			return math.Inf(1)
+		}
+		return lg(H)*(lc.Inter.Alpha+lc.Inter.Beta*bytes) + lg(L)*(lc.Intra.Alpha+lc.Intra.Beta*bytes)
+	case sched.AllReduce:
+	default:
+		return math.Inf(1)
+	}
 	switch name {
 	case "ring":
 		order := make([]int, n)
@@ -90,4 +108,15 @@ func ChooseAllReduce(l Layout, bytes float64, lc LinkCosts) string {
 		}
 	}
 	return best
+}
+
+// LayoutNames returns the names of the layout algorithms of collective c.
+func LayoutNames(c sched.Coll) []string {
+	var out []string
+	for _, a := range ForLayout(FlatLayout(1)) {
+		if a.Coll == c {
+			out = append(out, a.Name)
+		}
+	}
+	return out
 }

@@ -95,6 +95,9 @@ func (j *Job) Sub(ctx context.Context, id string, rank, size int) (transport.Tra
 	return t, err
 }
 
+// Store returns the job's store.
+func (j *Job) Store() store.Store { return j.st }
+
 // Watch makes s part of this process's answers to dump requests; Unwatch
 // takes it out.
 func (j *Job) Watch(s diag.Source)   { j.watch.Add(s) }

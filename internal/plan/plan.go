@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,7 +75,7 @@ func ParseOverrides(s string) (Overrides, error) {
 		if !ok {
 			found := false
 			for _, c := range collByName {
-				if _, ok := algo.Lookup(c, resolve(c, item)); ok {
+				if _, ok := algo.Lookup(c, resolve(c, item)); ok || slices.Contains(algo.LayoutNames(c), item) {
 					o[c] = resolve(c, item)
 					found = true
 				}
@@ -89,7 +90,7 @@ func ParseOverrides(s string) (Overrides, error) {
 			return nil, fmt.Errorf("unknown collective %q in %q", coll, item)
 		}
 		name = resolve(c, strings.TrimSpace(name))
-		if _, ok := algo.Lookup(c, name); !ok {
+		if _, ok := algo.Lookup(c, name); !ok && !slices.Contains(algo.LayoutNames(c), name) {
 			return nil, fmt.Errorf("no %s algorithm named %q (have %s)", c, name, names(c))
 		}
 		o[c] = name
@@ -102,6 +103,7 @@ func names(c sched.Coll) string {
 	for _, a := range algo.For(c) {
 		s = append(s, a.Name)
 	}
+	s = append(s, algo.LayoutNames(c)...)
 	return strings.Join(s, ", ")
 }
 
@@ -116,6 +118,12 @@ type Planner struct {
 
 	mu    sync.Mutex
 	cache map[key]*cached
+
+	// The host layout and its algorithms (layout.go); nil until
+	// SetLayout.
+	layout []algo.Algorithm
+	lay    algo.Layout
+	hosts  int
 
 	// last is the most recent uniform lookup: a loop of identical calls
 	// (the common case) finds its program without hashing or locking.
@@ -238,6 +246,9 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 		if a, ok := algo.Lookup(s.Coll, name); ok && a.Supports(s) {
 			return a, nil
 		}
+		if a, ok := p.layoutAlgo(s.Coll, name); ok && a.Supports(s) {
+			return a, nil
+		}
 	}
 	var best algo.Algorithm
 	bestCost := math.Inf(1)
@@ -252,7 +263,7 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 	if best.Build == nil {
 		return best, fmt.Errorf("%w: %s on %d ranks", ErrNoAlgorithm, s.Coll, s.N)
 	}
-	return best, nil
+	return p.chooseLayout(s, elemSize, best, bestCost), nil
 }
 
 func log2ceil(n int) float64 {

@@ -86,6 +86,8 @@ type Values struct {
 	Checksum       bool
 	CheckResults   bool
 	DumpSignal     string // "", "USR1" or "USR2"
+	Topology       string // "" (auto) or "off"
+	RankTable      string // topology file path, or ""
 
 	// Source records, per variable name, where a value that is not the
 	// default came from: "env" or "config".
@@ -318,6 +320,29 @@ var Table = []Var{
 		show: func(v *Values) string {
 			return v.DumpSignal
 		}},
+	{Name: "HCOMM_TOPOLOGY", Type: "auto|off", Default: "auto",
+		Doc: "off: no topology exchange at Init, flat rank-order algorithms only",
+		parse: func(v *Values, s string) error {
+			switch t := strings.ToLower(strings.TrimSpace(s)); t {
+			case "auto", "on", "1":
+				v.Topology = ""
+			case "off", "0", "flat":
+				v.Topology = "off"
+			default:
+				return fmt.Errorf("want auto or off")
+			}
+			return nil
+		},
+		show: func(v *Values) string {
+			if v.Topology == "" {
+				return "auto"
+			}
+			return v.Topology
+		}},
+	{Name: "HCOMM_RANK_TABLE", Also: []string{"RANK_TABLE_FILE"}, Type: "string",
+		Doc:   "topology file (HCCL rank table JSON, or hcomm's format) that places ranks on hosts; checked against the machines at Init",
+		parse: stringVar(func(v *Values) *string { return &v.RankTable }),
+		show:  func(v *Values) string { return v.RankTable }},
 	{Name: "HCOMM_PERF_EMIT", Type: "string", Scope: Tool,
 		Doc: "set by hcomm perf on the ranks it launches"},
 	{Name: "HCOMM_LOCAL_RANK", Type: "int", Scope: Program,
@@ -365,6 +390,12 @@ func Load(lookup func(string) (string, bool)) (Values, error) {
 			continue
 		}
 		s, ok := lookup(d.Name)
+		for _, also := range d.Also {
+			if ok && s != "" {
+				break
+			}
+			s, ok = lookup(also)
+		}
 		if !ok || s == "" {
 			continue
 		}

@@ -251,7 +251,7 @@ func TestLog(t *testing.T) {
 	for _, d := range Table {
 		if d.Scope == Library && d.Name != "HCOMM_ALGO" && d.Name != "HCOMM_STORE" && d.Name != "MASTER_ADDR" &&
 			d.Name != "HCOMM_SOCKET_ADDR" && d.Name != "HCOMM_SOCKET_IFNAME" && d.Name != "HCOMM_HOSTNAME" &&
-			d.Name != "HCOMM_DUMP_SIGNAL" && d.show(&v) == "" {
+			d.Name != "HCOMM_DUMP_SIGNAL" && d.Name != "HCOMM_RANK_TABLE" && d.show(&v) == "" {
 			t.Errorf("%s has no shown value", d.Name)
 		}
 	}
@@ -385,4 +385,21 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("ParseDuration(%q) = %v", s, d)
 		}
 	})
+}
+
+func TestTopologyVars(t *testing.T) {
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	v, err := Load(env(map[string]string{"RANK_TABLE_FILE": "/etc/hccl.json", "HCOMM_TOPOLOGY": "OFF"}))
+	if err != nil || v.RankTable != "/etc/hccl.json" || v.Topology != "off" {
+		t.Fatalf("RANK_TABLE_FILE, HCOMM_TOPOLOGY=OFF: %+v, %v", v, err)
+	}
+	v, _ = Load(env(map[string]string{"RANK_TABLE_FILE": "/b", "HCOMM_RANK_TABLE": "/a"}))
+	if v.RankTable != "/a" || v.Topology != "" {
+		t.Errorf("HCOMM_RANK_TABLE does not win over RANK_TABLE_FILE: %q", v.RankTable)
+	}
+	if _, err := Load(env(map[string]string{"HCOMM_TOPOLOGY": "sometimes"})); err == nil {
+		t.Error("HCOMM_TOPOLOGY=sometimes accepted")
+	}
 }

@@ -40,12 +40,11 @@ const maxFileBytes = 16 << 20
 const maxRanks = 1 << 20
 
 // Load reads a topology file: an HCCL rank table if it is JSON (its first
-// non-space byte is '{'), else hcomm's own format. kind is used in errors
-// ("rank table" or "topology file").
+// non-space byte is '{'), else hcomm's own format.
 func Load(path string) (*File, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("topology: %w", err)
+		return nil, fmt.Errorf("topology file: %w", err)
 	}
 	return Parse(path, b)
 }
@@ -54,7 +53,7 @@ func Load(path string) (*File, error) {
 // errors.
 func Parse(name string, b []byte) (*File, error) {
 	if len(b) > maxFileBytes {
-		return nil, errorf(name, "%d bytes is too large for a topology file", len(b))
+		return nil, errorf("topology file "+name, "%d bytes is too large", len(b))
 	}
 	var f *File
 	var err error
@@ -70,7 +69,7 @@ func Parse(name string, b []byte) (*File, error) {
 		}
 	}
 	if err != nil {
-		return nil, errorf(name, "%v", err)
+		return nil, errorf("topology file "+name, "%v", err)
 	}
 	sum := sha256.Sum256(b)
 	f.Digest = hex.EncodeToString(sum[:8])
@@ -234,7 +233,7 @@ func checkRanks(f *File) error {
 //	link intra|inter|group SPEED
 //
 // A host's ranks are a list in CPU-list form ("0-3,8"); "slots N" gives it
-// the next N ranks after those of the hosts above it that use slots. NAME
+// the N ranks after the highest rank of the hosts above it. NAME
 // is a host name, an address of the host, or any label. SPEED is in
 // Gbit/s, with an optional unit: "100", "25gbit", "400mbit".
 func ParseFile(b []byte) (*File, error) {
@@ -281,6 +280,7 @@ func ParseFile(b []byte) (*File, error) {
 							return nil, bad("bad rank list %q", v)
 						}
 						h.Ranks = rs
+						next = max(next, rs[len(rs)-1]+1)
 						break
 					}
 					n, err := strconv.Atoi(v)

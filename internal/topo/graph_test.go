@@ -209,8 +209,8 @@ func TestParseErrors(t *testing.T) {
 			t.Errorf("Parse(%q) error %v, want one containing %q", tt.file, err, tt.want)
 		}
 	}
-	f, err := ParseFile([]byte("host a slots 2\nhost b slots 3 group g\nlink intra 400mbit\n"))
-	if err != nil || !slices.Equal(f.Hosts[1].Ranks, []int{2, 3, 4}) || f.Links.Intra != 0.4 {
+	f, err := ParseFile([]byte("host a slots 2\nhost b slots 3 group g\nhost c ranks 5-6\nhost d slots 1\nlink intra 400mbit\n"))
+	if err != nil || !slices.Equal(f.Hosts[1].Ranks, []int{2, 3, 4}) || !slices.Equal(f.Hosts[3].Ranks, []int{7}) || f.Links.Intra != 0.4 {
 		t.Errorf("slots: %+v, %v", f, err)
 	}
 }

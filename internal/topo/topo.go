@@ -116,7 +116,12 @@ type Error struct {
 	Msg    string
 }
 
-func (e *Error) Error() string { return "topology: " + e.Source + ": " + e.Msg }
+func (e *Error) Error() string {
+	if e.Source == "discovery" {
+		return "topology discovery: " + e.Msg
+	}
+	return e.Source + ": " + e.Msg
+}
 
 func errorf(src, format string, a ...any) error {
 	return &Error{Source: src, Msg: fmt.Sprintf(format, a...)}

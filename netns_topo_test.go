@@ -1,0 +1,98 @@
+package hcomm
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport/mux"
+	"github.com/hcomm-go/hcomm/internal/transport/shm"
+)
+
+// rankTopology checks, in a job placed round-robin on two namespaces
+// (ranks 0 and 2 on one, 1 and 3 on the other), that ranks of one
+// namespace share memory and that the planner uses the layout: unless
+// HCOMM_ALGO forces something, a large AllReduce is hierarchical.
+func rankTopology(t *testing.T, c *Comm) {
+	m, ok := c.t.(*mux.Mux)
+	if !ok {
+		t.Fatalf("transport %T", c.t)
+	}
+	for p := 0; p < c.Size(); p++ {
+		if _, isShm := m.Route(p).(*shm.Transport); p != c.Rank() && isShm != (p%2 == c.Rank()%2) {
+			t.Errorf("rank %d reaches rank %d through %T", c.Rank(), p, m.Route(p))
+		}
+	}
+	a, err := c.pl.Choose(sched.Uniform(sched.AllReduce, c.Size(), 4<<20, 0, false), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := os.Getenv("HCOMM_TEST_WANT_ALGO")
+	if a.Name != want {
+		t.Errorf("16 MiB AllReduce uses %s, want %s", a.Name, want)
+	}
+}
+
+// TestMultiHostTopology runs 4 ranks placed round-robin on 2 network
+// namespaces: the correctness matrix under the topology-aware planner and
+// with the layout algorithms forced, with HCOMM_TOPOLOGY=off, and a rank
+// table that contradicts the placement, which must fail every rank at Init.
+func TestMultiHostTopology(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	cl := newCluster(t, 2, "")
+	dir := t.TempDir()
+	rsh := filepath.Join(dir, "nsrsh")
+	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	table := filepath.Join(dir, "consecutive.topo")
+	if err := os.WriteFile(table, []byte("host a ranks 0-1\nhost b ranks 2-3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h0, h1 := cl.hosts[0], cl.hosts[1]
+	flags := []string{"--hosts", fmt.Sprintf("%s:1,%s:1,%s:1,%s:1", h0, h1, h0, h1),
+		"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
+		"-x", childEnv}
+	with := func(env []string) []string {
+		f := append([]string{}, flags...)
+		for _, kv := range env {
+			f = append(f, "-x", kv)
+		}
+		return f
+	}
+	prefix := []string{"ip", "netns", "exec", h0}
+	for _, tt := range []struct {
+		name string
+		env  []string
+	}{
+		{"auto", []string{"HCOMM_TEST_WANT_ALGO=hier"}},
+		{"forced hring", []string{"HCOMM_ALGO=hring", "HCOMM_TEST_WANT_ALGO=hring"}},
+		{"forced hier", []string{"HCOMM_ALGO=hier", "HCOMM_TEST_WANT_ALGO=hier"}},
+		{"off", []string{"HCOMM_TOPOLOGY=off", "HCOMM_TEST_WANT_ALGO=hd"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			if out, err := launch(t, with(tt.env), prefix, "topo", tt.env...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			t.Logf("%v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+	t.Run("contradicting rank table", func(t *testing.T) {
+		env := []string{"HCOMM_RANK_TABLE=" + table, "HCOMM_TEST_WANT_ALGO=hier"}
+		out, err := launch(t, with(env), prefix, "topo", env...)
+		if err == nil {
+			t.Fatalf("the job passed:\n%s", out)
+		}
+		if want := "run on one host"; !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	})
+}

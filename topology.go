@@ -1,0 +1,66 @@
+package hcomm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/topo"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// topologySettings are HCOMM_TOPOLOGY (off) and HCOMM_RANK_TABLE (file).
+type topologySettings struct {
+	off  bool
+	file string
+}
+
+// worldLayout exchanges the ranks' topology cards through the store (one
+// Set and one Get per rank), joins them with the topology file if one is
+// named, and returns how the ranks sit on hosts, or nil with
+// HCOMM_TOPOLOGY=off. Every rank publishes its card even when its own
+// discovery or file failed, so that a bad file is an error on every rank
+// rather than a hang on the others.
+func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topologySettings, log *slog.Logger) (*algo.Layout, error) {
+	if ts.off {
+		return nil, nil
+	}
+	host := jc.Options.Host
+	card, err := topo.Discover(host, jc.Options.AdvertiseHost)
+	if err != nil {
+		// Discovery is best effort: the host identity is what the
+		// layout needs.
+		log.Warn("hcomm: topology discovery failed; using the host identity only", "err", err)
+		card = topo.Card{Host: host, NUMA: -1}
+	}
+	var f *topo.File
+	var fileErr error
+	if ts.file != "" {
+		if f, fileErr = topo.Load(ts.file); fileErr != nil {
+			card.File = "unreadable"
+		} else {
+			card.File = f.Digest
+		}
+	}
+	cards, err := topo.Exchange(ctx, store.WithPrefix(st, "hcomm/world"), jc.Rank, jc.Size, card)
+	if err != nil {
+		return nil, err
+	}
+	if fileErr != nil {
+		return nil, fmt.Errorf("%w (HCOMM_RANK_TABLE)", fileErr)
+	}
+	t, err := topo.Build(cards, f)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	l := &algo.Layout{Hosts: t.HostRanks()}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		var b strings.Builder
+		t.Format(&b)
+		log.Debug("hcomm: topology", "rank", jc.Rank, "topology", b.String())
+	}
+	return l, nil
+}
