@@ -38,9 +38,10 @@ func rankTopology(t *testing.T, c *Comm) {
 }
 
 // TestMultiHostTopology runs 4 ranks placed round-robin on 2 network
-// namespaces: the correctness matrix under the topology-aware planner and
-// with the layout algorithms forced, with HCOMM_TOPOLOGY=off, and a rank
-// table that contradicts the placement, which must fail every rank at Init.
+// namespaces (hcomm run --map-by node, or --rank-table): the correctness
+// matrix under the topology-aware planner and with the layout algorithms
+// forced, with HCOMM_TOPOLOGY=off, and a rank table that contradicts the
+// placement, which must fail every rank at Init.
 func TestMultiHostTopology(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
@@ -57,9 +58,9 @@ func TestMultiHostTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	h0, h1 := cl.hosts[0], cl.hosts[1]
-	flags := []string{"--hosts", fmt.Sprintf("%s:1,%s:1,%s:1,%s:1", h0, h1, h0, h1),
-		"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
+	common := []string{"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
 		"-x", childEnv}
+	flags := append([]string{"--hosts", fmt.Sprintf("%s:2,%s:2", h0, h1), "--map-by", "node"}, common...)
 	with := func(env []string) []string {
 		f := append([]string{}, flags...)
 		for _, kv := range env {
@@ -85,6 +86,19 @@ func TestMultiHostTopology(t *testing.T) {
 			t.Logf("%v", time.Since(start).Round(time.Millisecond))
 		})
 	}
+	t.Run("placed by a rank table", func(t *testing.T) {
+		placed := filepath.Join(dir, "interleaved.json")
+		rt := fmt.Sprintf(`{"version": "1.0", "server_count": "2", "server_list": [
+			{"server_id": %q, "device": [{"device_id": "0", "rank_id": "0"}, {"device_id": "1", "rank_id": "2"}]},
+			{"server_id": %q, "device": [{"device_id": "0", "rank_id": "1"}, {"device_id": "1", "rank_id": "3"}]}]}`, h0, h1)
+		if err := os.WriteFile(placed, []byte(rt), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f := append([]string{"--rank-table", placed, "-x", "HCOMM_TEST_WANT_ALGO=hier"}, common...)
+		if out, err := launch(t, f, prefix, "topo", "HCOMM_TEST_WANT_ALGO=hier"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
 	t.Run("contradicting rank table", func(t *testing.T) {
 		env := []string{"HCOMM_RANK_TABLE=" + table, "HCOMM_TEST_WANT_ALGO=hier"}
 		out, err := launch(t, with(env), prefix, "topo", env...)

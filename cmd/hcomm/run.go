@@ -174,10 +174,12 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		fs.PrintDefaults()
 	}
 	cfg := &runConfig{}
-	var hosts, hostFile, rsh string
+	var hosts, hostFile, rsh, mapPolicy, rankTable string
 	fs.IntVar(&cfg.n, "n", 0, "number of ranks (default: one per host slot)")
 	fs.StringVar(&hosts, "hosts", "", "hosts and their slots: `host[:slots],...` (default: this machine)")
 	fs.StringVar(&hostFile, "host-file", "", "read hosts from `file`: one host[:slots] or \"host slots=N\" per line")
+	fs.StringVar(&mapPolicy, "map-by", "slot", "rank placement: `slot` fills each host in turn, node deals ranks round-robin across hosts")
+	fs.StringVar(&rankTable, "rank-table", "", "place ranks as the topology `file` (HCCL rank table or hcomm's format) says, and give it to the ranks as HCOMM_RANK_TABLE")
 	fs.StringVar(&rsh, "rsh", "ssh", "`command` that runs a shell command line on a remote host: CMD HOST WORDS...")
 	fs.StringVar(&cfg.storeAddr, "store-addr", "", "`host:port` for the job's store (default 127.0.0.1:0, or 0.0.0.0:0 with remote hosts)")
 	fs.BoolVar(&cfg.tagOutput, "tag-output", false, "prefix every output line with \"[rank] \"")
@@ -224,6 +226,18 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 		if err != nil {
 			err = fmt.Errorf("--host-file %s: %w", hostFile, err)
 		}
+	}
+	if err == nil && rankTable != "" {
+		if len(cfg.hosts) > 0 {
+			return nil, errors.New("--rank-table excludes --hosts and --host-file")
+		}
+		var abs string
+		if cfg.hosts, abs, err = rankTableHosts(rankTable, cfg.n); err == nil {
+			cfg.env = append(cfg.env, "HCOMM_RANK_TABLE="+abs)
+		}
+	}
+	if err == nil {
+		cfg.hosts, err = mapBy(mapPolicy, cfg.hosts)
 	}
 	if err != nil {
 		return nil, err
