@@ -46,7 +46,7 @@ func (c *Comm) run(parent context.Context, k *call) error {
 // run1 checks the communicator, stamps the call and executes it.
 func (c *Comm) run1(parent context.Context, k *call) error {
 	if err := c.usable(); err != nil {
-		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: err}
+		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
 	}
 	if k.dt == 0 {
 		k.dt = reduce.Uint8
@@ -65,7 +65,7 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {
-		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: err}
+		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
 	}
 	c.seq++
 	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.dt, Op: k.op,

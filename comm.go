@@ -50,13 +50,17 @@ type Comm struct {
 	fabric     *local.Fabric // NewLocal's in-process fabric; nil in a job
 	ownsJob    bool          // Close closes job (the world communicator)
 
-	members  []int          // the world rank of each rank (multi-process jobs)
-	rec      trace.Recorder // the flight recorder
-	repMu    sync.Mutex
-	repSeq   uint64 // the operation the last culprit report is about
-	report   string
-	lostErr  error // the last peer-lost error looked up in the store, and
-	lostNote error // what that peer reported about itself
+	members      []int          // the world rank of each rank (multi-process jobs)
+	rec          trace.Recorder // the flight recorder
+	repMu        sync.Mutex
+	repSeq       uint64 // the operation the last culprit report is about
+	report       string
+	lostErr      error                          // the last peer-lost error looked up in the store, and
+	lostNote     error                          // what that peer reported about itself
+	notice       atomic.Pointer[errs.PeerError] // the root cause another rank published
+	published    atomic.Bool                    // this rank published its failure note
+	noticeCancel context.CancelFunc
+	noticeDone   chan struct{}
 
 	mu        sync.Mutex // serializes collectives
 	seq       uint64
@@ -131,6 +135,12 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	}
 	if job != nil {
 		job.Watch((*commDiag)(c))
+		ctx, cancel := context.WithCancel(context.Background())
+		c.noticeCancel, c.noticeDone = cancel, make(chan struct{})
+		go func() {
+			defer close(c.noticeDone)
+			c.watchNotice(ctx)
+		}()
 	}
 	diag.RegisterDump(diag.Signal(set.dumpSignal), (*commDiag)(c))
 	return c
@@ -210,6 +220,10 @@ func (c *Comm) Close() error {
 	if c.job != nil {
 		c.job.Unwatch((*commDiag)(c))
 	}
+	if c.noticeCancel != nil {
+		c.noticeCancel()
+		<-c.noticeDone
+	}
 	diag.UnregisterDump((*commDiag)(c))
 	if c.ownsJob {
 		c.job.Close()
@@ -252,6 +266,10 @@ func (c *Comm) runErr(cur *current, err error) *OpError {
 	oe := c.opErr(cur, err)
 	if c.state.Load() == stateOK {
 		c.fail(oe)
+	} else {
+		// Failed by another rank's notice, or by an earlier op of this
+		// one: leave this rank's note before the caller can exit.
+		c.publishFailure(oe)
 	}
 	return oe
 }

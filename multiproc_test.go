@@ -60,6 +60,10 @@ func TestRankProcess(t *testing.T) {
 		rankStreams(t, c)
 	case "kill":
 		rankKill(t, c)
+	case "killexit":
+		rankKillExit(t, c)
+	case "lazykill":
+		rankLazyKill(t, c)
 	case "stop":
 		rankStop(t, c)
 	case "mismatch":

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/diag"
+	"github.com/hcomm-go/hcomm/internal/notice"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/store"
 )
@@ -16,7 +16,7 @@ import (
 // ranks meet through (served by this process, torchrun style, when it is
 // rank 0 of such a job), the options every communicator's transport is
 // built with, the watcher that answers dump requests, and the failure
-// notes being published. Communicators made by NewLocal have none.
+// notes and notices (internal/notice). Communicators made by NewLocal have none.
 type Job struct {
 	st      store.Store
 	srv     *store.Server
@@ -25,7 +25,6 @@ type Job struct {
 	connect time.Duration
 	log     *slog.Logger
 	watch   *diag.Watcher
-	notes   sync.WaitGroup
 }
 
 // JobConfig is what OpenJob needs.
@@ -108,44 +107,42 @@ func (j *Job) Report(id string, rank int, members []int, what string, explain fu
 	return diag.Report(j.st, j.log, id, rank, members, what, explain)
 }
 
-// PublishFailure tells the job, through the store, why world rank world of
-// communicator id failed, so that a peer that merely sees the connection
-// drop can tell its user the real cause. It does not wait; Close does.
-func (j *Job) PublishFailure(id string, world int, text string) {
-	j.notes.Add(1)
-	go func() {
-		defer j.notes.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		j.st.Set(ctx, diag.FailedKey(id, world), []byte(text))
-	}()
+// PublishFailure stores n as the failure note of world rank world of
+// communicator id and, if it is the communicator's first, as its notice
+// (see internal/notice). It returns once they are stored, or after at most
+// 500 ms, so that the news outlives a process that exits right after its
+// error.
+func (j *Job) PublishFailure(id string, world int, n notice.Note) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	notice.Publish(ctx, j.st, id, world, n)
 }
 
 // LostNoteWait bounds how long a rank that lost a peer waits for that
 // peer's own account of its failure.
 const LostNoteWait = 300 * time.Millisecond
 
-// FailureNote returns what world rank world of communicator id published
-// about its own failure, if it did within LostNoteWait.
-func (j *Job) FailureNote(id string, world int) (string, bool) {
+// FailureNote returns what world rank world of communicator id (of size
+// ranks) published about its own failure, if it did within LostNoteWait.
+func (j *Job) FailureNote(id string, world, size int) (notice.Note, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), LostNoteWait)
 	defer cancel()
-	v, err := j.st.Get(ctx, diag.FailedKey(id, world))
-	if err != nil || len(v) > 4096 {
-		return "", false
-	}
-	return string(v), true
+	n, err := notice.Lookup(ctx, j.st, id, world, size)
+	return n, err == nil
+}
+
+// WatchNotice waits for communicator id's failure notice, until ctx ends.
+func (j *Job) WatchNotice(ctx context.Context, id string, size int) (notice.Note, error) {
+	return notice.Watch(ctx, j.st, id, size)
 }
 
 // storeLinger bounds how long a rank that serves the job's store (rank 0,
 // torchrun style) keeps it up at Close for ranks still using it.
 const storeLinger = 10 * time.Second
 
-// Close waits for the failure notes in flight, says this rank is done with
-// the store, and (serving it) waits a bounded time for every rank to say
-// so before stopping the server.
+// Close says this rank is done with the store and (serving it) waits a
+// bounded time for every rank to say so before stopping the server.
 func (j *Job) Close() {
-	j.notes.Wait() // each is bounded by its own timeout
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	j.st.Add(ctx, "hcomm/closed", 1)
 	cancel()

@@ -41,8 +41,6 @@ func StateKey(k int64, w int) string { return fmt.Sprintf("hcomm/state/%d/%d", k
 // ReportKey is where world rank w leaves its culprit report.
 func ReportKey(w int) string { return "hcomm/report/" + strconv.Itoa(w) }
 
-// FailedKey is where world rank w of communicator id tells why it failed.
-func FailedKey(id string, w int) string { return "hcomm/failed/" + id + "/" + strconv.Itoa(w) }
 
 // ReportWait bounds how long a timed-out rank collects the others' states.
 const ReportWait = 1500 * time.Millisecond

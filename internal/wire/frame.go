@@ -49,11 +49,12 @@ const MaxAbortReason = 1024
 //	[2:4]   reserved, zero
 //	[4:8]   Checksum
 //	[8:16]  Len
-//	[16:24] Total
+//	[16:24] Total (data frames); the lost rank (abort frames with FlagLost)
 //	[24:48] Fingerprint (data frames; zero in abort frames)
 type FrameHeader struct {
 	Type FrameType
-	// Flags is zero or, on a data frame, FlagCRC32C.
+	// Flags is zero or, on a data frame, FlagCRC32C, on an abort frame,
+	// FlagLost.
 	Flags uint8
 	// Checksum is the CRC32C (Castagnoli) of the frame's payload when Flags
 	// has FlagCRC32C, and zero otherwise.
@@ -61,7 +62,8 @@ type FrameHeader struct {
 	// Len is the number of payload bytes that follow the header.
 	Len uint64
 	// Total is, for a data frame, the length of the whole message this
-	// frame is a stripe of (Len <= Total); zero for an abort frame.
+	// frame is a stripe of (Len <= Total). For an abort frame it is zero,
+	// or with FlagLost the rank whose loss caused the abort (below 2^32).
 	Total       uint64
 	Fingerprint Fingerprint
 }
@@ -81,6 +83,10 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 // FlagCRC32C marks a data frame whose Checksum is the CRC32C of its payload.
 const FlagCRC32C uint8 = 1
 
+// FlagLost marks an abort frame whose root cause is the loss of the rank
+// in Total, so that the receiver reports that rank, not the messenger.
+const FlagLost uint8 = 2
+
 // Unmarshal decodes h from the first FrameHeaderSize bytes of b and checks
 // that it is well formed: a known type, no flags but FlagCRC32C on data frames, zero reserved fields,
 // Len <= Total for data frames, and for abort frames a reason no longer than
@@ -97,10 +103,13 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	d.Checksum = le.Uint32(b[4:8])
 	d.Len = le.Uint64(b[8:16])
 	d.Total = le.Uint64(b[16:24])
-	if d.Flags&^FlagCRC32C != 0 || d.Flags != 0 && FrameType(b[0]) != FrameData {
+	switch {
+	case d.Type == FrameData && d.Flags&^FlagCRC32C != 0,
+		d.Type == FrameAbort && d.Flags&^FlagLost != 0,
+		d.Type != FrameData && d.Type != FrameAbort && d.Flags != 0:
 		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
 	}
-	if b[2] != 0 || b[3] != 0 || d.Flags == 0 && d.Checksum != 0 {
+	if b[2] != 0 || b[3] != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
 		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
 	}
 	switch d.Type {
@@ -115,8 +124,11 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 		if d.Len > MaxAbortReason {
 			return fmt.Errorf("wire: abort reason of %d bytes exceeds %d: %w", d.Len, MaxAbortReason, ErrMalformed)
 		}
-		if d.Total != 0 || !allZero(b[24:]) {
+		if d.Flags&FlagLost == 0 && d.Total != 0 || !allZero(b[24:]) {
 			return fmt.Errorf("wire: abort frame carries message fields: %w", ErrMalformed)
+		}
+		if d.Total > 1<<32-1 {
+			return fmt.Errorf("wire: abort frame names lost rank %d: %w", d.Total, ErrMalformed)
 		}
 	default:
 		return fmt.Errorf("wire: unknown frame type %d: %w", b[0], ErrMalformed)
@@ -129,8 +141,17 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 // followed by the reason text, made valid UTF-8 and cut to at most
 // MaxAbortReason bytes.
 func AppendAbortFrame(b []byte, reason string) []byte {
+	return AppendLostAbortFrame(b, reason, -1)
+}
+
+// AppendLostAbortFrame appends an abort frame as AppendAbortFrame does
+// that, if lost >= 0, names rank lost as the abort's root cause.
+func AppendLostAbortFrame(b []byte, reason string, lost int) []byte {
 	reason = truncateUTF8(strings.ToValidUTF8(reason, "\uFFFD"), MaxAbortReason)
 	h := FrameHeader{Type: FrameAbort, Len: uint64(len(reason))}
+	if lost >= 0 && uint64(lost) <= 1<<32-1 {
+		h.Flags, h.Total = FlagLost, uint64(lost)
+	}
 	var hb [FrameHeaderSize]byte
 	h.MarshalTo(hb[:])
 	b = append(b, hb[:]...)

@@ -86,7 +86,11 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"short", func() []byte { return encode(validDataHeader())[:FrameHeaderSize-1] }},
 		{"type 0", func() []byte { h := validDataHeader(); h.Type = 0; return encode(h) }},
 		{"type 3", func() []byte { h := validDataHeader(); h.Type = 3; return encode(h) }},
-		{"unknown flag", func() []byte { h := validDataHeader(); h.Flags = 2; return encode(h) }},
+		{"unknown flag", func() []byte { h := validDataHeader(); h.Flags = 4; return encode(h) }},
+		{"lost flag on data", func() []byte { h := validDataHeader(); h.Flags = FlagLost; return encode(h) }},
+		{"lost rank beyond 2^32", func() []byte {
+			return encode(FrameHeader{Type: FrameAbort, Flags: FlagLost, Total: 1 << 32})
+		}},
 		{"crc flag on abort", func() []byte { return encode(FrameHeader{Type: FrameAbort, Flags: FlagCRC32C, Len: 3}) }},
 		{"checksum without flag", func() []byte { h := validDataHeader(); h.Checksum = 7; return encode(h) }},
 		{"reserved", func() []byte { b := encode(validDataHeader()); b[2] = 1; return b }},
@@ -107,6 +111,22 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 				t.Errorf("err = %v, want ErrMalformed", err)
 			}
 		})
+	}
+}
+
+func TestLostAbortFrame(t *testing.T) {
+	for _, lost := range []int{-1, 0, 3, 1<<32 - 1} {
+		b := AppendLostAbortFrame(nil, "lost it", lost)
+		var h FrameHeader
+		if err := h.Unmarshal(b); err != nil {
+			t.Fatalf("lost %d: %v", lost, err)
+		}
+		if got := h.Flags&FlagLost != 0; got != (lost >= 0) || lost >= 0 && h.Total != uint64(lost) {
+			t.Errorf("lost %d: header %+v", lost, h)
+		}
+		if string(b[FrameHeaderSize:]) != "lost it" {
+			t.Errorf("lost %d: reason %q", lost, b[FrameHeaderSize:])
+		}
 	}
 }
 

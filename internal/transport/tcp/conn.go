@@ -204,6 +204,15 @@ func (c *conn) abortError(peer int, h *wire.FrameHeader) error {
 		return &errs.PeerError{Peer: peer, Kind: errs.ErrAborted}
 	}
 	text := wire.AbortReason(reason)
+	if h.Flags&wire.FlagLost != 0 && int(h.Total) != peer {
+		// The peer aborted because it lost another rank: that rank is
+		// the one to report.
+		return &errs.PeerError{Peer: int(h.Total), Kind: errs.ErrPeerLost,
+			Cause: fmt.Errorf("lost, as rank %d reported when it aborted: %s", peer, text)}
+	}
+	if h.Flags&wire.FlagLost != 0 {
+		return &errs.PeerError{Peer: peer, Kind: errs.ErrPeerLost, Cause: errors.New(text)}
+	}
 	if text == "" {
 		return &errs.PeerError{Peer: peer, Kind: errs.ErrAborted}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -58,8 +59,19 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i int) (net
 	var d net.Dialer
 	backoff := minBackoff
 	var last error
+	refusals := 0
 	for {
 		nc, err := d.DialContext(ctx, "tcp", addr)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// The peer listened before its address was published, so
+			// nothing listening there means it is gone.
+			if refusals++; refusals >= goneAfterRefusals {
+				return nil, &errs.PeerError{Peer: r, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+					"tcp: rank %d's listener at %s refuses connections: the process is gone", r, addr)}
+			}
+		} else {
+			refusals = 0
+		}
 		if err == nil {
 			err = t.clientHandshake(ctx, nc, r, addr, i)
 			if err == nil {
@@ -158,6 +170,60 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 	return nc.SetDeadline(time.Time{})
 }
 
+// goneAfterRefusals is how many refused connection attempts in a row
+// make a peer lost.
+const goneAfterRefusals = 3
+
+// probeEvery is how often a rank waiting to be dialed by a lower rank
+// checks that the lower rank still listens.
+const probeEvery = 200 * time.Millisecond
+
+// startProbe starts, once, checking that lower rank pr, which this rank
+// waits to be dialed by, is still there: a rank that died before it dialed
+// would otherwise be waited for until the caller's deadline. A probe is a
+// connection to its listener, closed at once; refused ones make the peer
+// lost.
+func (t *Transport) startProbe(pr *peer) {
+	addr := t.addrs[pr.rank]
+	if addr == "" {
+		return
+	}
+	pr.probeOnce.Do(func() {
+		t.spawn(func() {
+			refusals := 0
+			d := net.Dialer{Timeout: probeEvery}
+			timer := time.NewTimer(probeEvery)
+			defer timer.Stop()
+			for {
+				select {
+				case <-pr.ready:
+					return
+				case <-pr.failed:
+					return
+				case <-t.ctx.Done():
+					return
+				case <-timer.C:
+				}
+				ctx, cancel := context.WithTimeout(t.ctx, probeEvery)
+				nc, err := d.DialContext(ctx, "tcp", addr)
+				cancel()
+				switch {
+				case err == nil:
+					nc.Close()
+					refusals = 0
+				case errors.Is(err, syscall.ECONNREFUSED):
+					if refusals++; refusals >= goneAfterRefusals {
+						pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+							"tcp: rank %d never connected and its listener at %s refuses connections: the process is gone", pr.rank, addr)})
+						return
+					}
+				}
+				timer.Reset(probeEvery / time.Duration(1+refusals))
+			}
+		})
+	})
+}
+
 // acceptLoop accepts connections until the listener closes.
 func (t *Transport) acceptLoop() {
 	for {
@@ -217,6 +283,11 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 		n += m
 	}
 	if err != nil {
+		if n == 0 && err == io.EOF {
+			// Closed without a word: a peer checking this rank is
+			// alive, or a port scan.
+			return
+		}
 		t.incomplete(remote, -1, n, err)
 		return
 	}

@@ -202,3 +202,35 @@ func TestImpostorListener(t *testing.T) {
 		t.Fatalf("Connect to an impostor: %v, want a RefusedError saying it proved nothing", err)
 	}
 }
+
+// TestAbortNamesLostRank has rank 1 abort because it lost rank 2 and close
+// at once, as a process exiting right after its error does: rank 0,
+// blocked receiving from rank 1, learns that rank 2 was lost, not that
+// rank 1 vanished.
+func TestAbortNamesLostRank(t *testing.T) {
+	for trial := 0; trial < 20; trial++ {
+		w := newWorld(t, 3, 2)
+		tr0, tr1 := w.transport(0), w.transport(1)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		runAll(t, []*Transport{tr0, tr1}, func(tr *Transport) error { return tr.Connect(ctx, []int{1 - tr.Rank()}) })
+		got := make(chan error, 1)
+		go func() {
+			fp := fpFor(1, 10)
+			got <- tr0.Recv(ctx, 1, &fp, make([]byte, 10))
+		}()
+		tr1.Abort(&errs.PeerError{Peer: 2, Kind: errs.ErrPeerLost, Cause: errors.New("connection reset by peer")})
+		// The aborting rank's own calls keep the cause.
+		fp := fpFor(2, 0)
+		if err := tr1.Send(context.Background(), 0, &fp, nil); !errors.Is(err, errs.ErrAborted) || !errors.Is(err, errs.ErrPeerLost) {
+			t.Fatalf("Send after an Abort for a lost rank: %v, want ErrAborted and ErrPeerLost", err)
+		}
+		tr1.Close()
+		err := <-got
+		cancel()
+		var perr *errs.PeerError
+		if !errors.As(err, &perr) || perr.Peer != 2 || !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "rank 1 reported") {
+			t.Fatalf("trial %d: Recv from a rank that aborted after losing rank 2: %v, want ErrPeerLost naming rank 2", trial, err)
+		}
+		tr0.Close()
+	}
+}

@@ -227,9 +227,10 @@ type peer struct {
 	closed   bool
 	ready    chan struct{} // closed once all connections are up
 
-	dialOnce sync.Once
-	failure  atomic.Pointer[error]
-	failed   chan struct{} // closed when failure is set
+	dialOnce  sync.Once
+	probeOnce sync.Once
+	failure   atomic.Pointer[error]
+	failed    chan struct{} // closed when failure is set
 
 	send, recv gate
 	sendW      []*worker // for connections 1..NSocks-1
@@ -501,23 +502,37 @@ func mismatch(peer int, local, remote *wire.Fingerprint, got, want uint64) error
 }
 
 // Abort fails pending and later calls with an error wrapping
-// errs.ErrAborted and tells the peers, without waiting for them.
+// errs.ErrAborted and cause, and tells the peers: before it returns, it
+// writes an abort frame on every connection whose stream is at a frame
+// boundary (waiting at most abortWriteTimeout for the kernel to take
+// them), so that the news survives this process exiting at once; then, in
+// the background, it keeps discarding what peers still send. If cause
+// wraps an *errs.PeerError for a lost rank, the frames name that rank as
+// the root cause.
 func (t *Transport) Abort(cause error) {
 	text := "aborted"
 	if cause != nil {
 		text = cause.Error()
+	} else {
+		cause = errors.New(text)
+	}
+	lost := -1
+	var pe *errs.PeerError
+	if errors.As(cause, &pe) && pe.Kind == errs.ErrPeerLost && pe.Peer >= 0 && pe.Peer < t.size {
+		lost = pe.Peer
 	}
 	t.mu.Lock()
 	if t.state.Load() != stateOpen {
 		t.mu.Unlock()
 		return
 	}
-	t.abortErr = fmt.Errorf("tcp: rank %d aborted: %s: %w", t.rank, text, errs.ErrAborted)
+	t.abortErr = fmt.Errorf("tcp: rank %d aborted: %w: %w", t.rank, cause, errs.ErrAborted)
 	t.abortText = text
-	t.abortFrame = wire.AppendAbortFrame(nil, text)
+	t.abortFrame = wire.AppendLostAbortFrame(nil, text, lost)
 	t.state.Store(stateAborted)
 	t.mu.Unlock()
 	t.cancel()
+	var conns []*conn
 	for _, pr := range t.peers {
 		if pr == nil {
 			continue
@@ -527,15 +542,28 @@ func (t *Transport) Abort(cause error) {
 		pr.mu.Lock()
 		for _, c := range pr.conns {
 			if c != nil {
-				t.abortConn(c)
+				conns = append(conns, c)
 			}
 		}
 		pr.mu.Unlock()
 	}
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.writeAbort(t.abortFrame, abortWriteTimeout)
+		}()
+	}
+	wg.Wait()
+	for _, c := range conns {
+		t.spawn(c.drain)
+	}
 }
 
-// abortConn tells the peer at the other end of c about the abort and keeps
-// discarding what it sends, in the background.
+// abortConn tells the peer at the other end of c, a connection that came
+// up after the abort, about it and keeps discarding what it sends, in the
+// background.
 func (t *Transport) abortConn(c *conn) {
 	t.spawn(func() {
 		c.writeAbort(t.abortFrame, abortWriteTimeout)
@@ -647,6 +675,8 @@ func (t *Transport) connected(ctx context.Context, r int) (*peer, error) {
 		if err := t.startDial(pr); err != nil {
 			return nil, err
 		}
+	} else {
+		t.startProbe(pr)
 	}
 	select {
 	case <-pr.ready:

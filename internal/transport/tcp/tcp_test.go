@@ -156,28 +156,34 @@ func TestLazyConnect(t *testing.T) {
 	}
 }
 
-func TestDialRetriesUntilPeerListens(t *testing.T) {
-	w := newWorld(t, 2, 1)
-	// Rank 1 is not listening yet: free its port and bind it again later.
-	addr := w.addrs[1]
-	w.lns[1].Close()
-	tr0 := w.transport(0)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- tr0.Connect(ctx, []int{1}) }()
-	time.Sleep(300 * time.Millisecond)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("could not bind %s again: %v", addr, err)
-	}
-	w.lns[1] = ln
-	tr1 := w.transport(1)
-	if err := tr1.Connect(ctx, []int{0}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+// TestGonePeer checks that a peer whose listener refuses connections is
+// reported lost at once, on the dialing side and on the side waiting to be
+// dialed: its listener was bound before its address was published, so it
+// is gone.
+func TestGonePeer(t *testing.T) {
+	for _, side := range []string{"dialing", "accepting"} {
+		t.Run(side, func(t *testing.T) {
+			w := newWorld(t, 2, 1)
+			me, gone := 0, 1
+			if side == "accepting" {
+				me, gone = 1, 0
+			}
+			w.lns[gone].Close()
+			w.lns[gone] = nil
+			tr := w.transport(me)
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := tr.Connect(ctx, []int{gone})
+			var perr *errs.PeerError
+			if !errors.As(err, &perr) || perr.Peer != gone || !errors.Is(err, errs.ErrPeerLost) || errors.Is(err, errs.ErrTimeout) ||
+				!strings.Contains(err.Error(), "the process is gone") {
+				t.Fatalf("Connect to a rank that is gone: %v, want ErrPeerLost for rank %d saying it is gone", err, gone)
+			}
+			if d := time.Since(start); d > 4*time.Second {
+				t.Errorf("took %v, should not wait for the timeout", d)
+			}
+		})
 	}
 }
 
@@ -201,8 +207,8 @@ func TestConnectTimeout(t *testing.T) {
 	})
 	t.Run("dialing side", func(t *testing.T) {
 		w := newWorld(t, 2, 1)
-		w.lns[1].Close() // nothing listens at rank 1's address
-		w.lns[1] = nil
+		// Rank 1's listener is bound (connections wait in its backlog)
+		// but nothing answers there.
 		tr, err := New(Config{Rank: 0, Size: 2, Token: testToken, Listener: w.lns[0], Addrs: w.addrs, ConnectTimeout: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +219,7 @@ func TestConnectTimeout(t *testing.T) {
 		fp := fpFor(0, 0)
 		err = tr.Send(context.Background(), 1, &fp, nil)
 		if !errors.Is(err, errs.ErrTimeout) || !errors.Is(err, errs.ErrPeerLost) {
-			t.Fatalf("Send to a rank that never listens: %v, want ErrTimeout and ErrPeerLost", err)
+			t.Fatalf("Send to a rank that never answers: %v, want ErrTimeout and ErrPeerLost", err)
 		}
 		if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
 			t.Errorf("dialing gave up after %v, want about 300ms", d)

@@ -1,0 +1,202 @@
+package hcomm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Failure notices over TCP: survivors that exit right after their error
+// (the log.Fatal pattern) must still let every other survivor name the rank
+// that actually died, within 2 s, whatever the connection pattern.
+
+// noticeLine reports a survivor's outcome, with its OpError's peer, and
+// exits at once as a program calling log.Fatal would.
+func noticeLine(c *Comm, err error, d time.Duration) {
+	kind := "other"
+	switch {
+	case errors.Is(err, ErrPeerLost):
+		kind = "peerlost"
+	case errors.Is(err, ErrTimeout):
+		kind = "timeout"
+	case errors.Is(err, ErrAborted):
+		kind = "aborted"
+	}
+	peer := -2
+	var oe *OpError
+	if errors.As(err, &oe) {
+		peer = oe.Peer
+	}
+	msg, _ := json.Marshal(fmt.Sprint(err))
+	fmt.Printf("NOTICE rank=%d kind=%s ms=%d peer=%d err=%s\n", c.Rank(), kind, d.Milliseconds(), peer, msg)
+	os.Exit(1)
+}
+
+// killSelf records when this rank dies and kills it with SIGKILL.
+func killSelf(dir string) {
+	os.WriteFile(filepath.Join(dir, "killed"), []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// sinceKill returns how long ago the victim recorded its death.
+func sinceKill(dir string, end time.Time) time.Duration {
+	b, _ := os.ReadFile(filepath.Join(dir, "killed"))
+	ns, _ := strconv.ParseInt(string(b), 10, 64)
+	return end.Sub(time.Unix(0, ns))
+}
+
+// rankKillExit: rank 2 kills itself in the middle of a run of AllReduces;
+// every survivor exits as soon as it has its error.
+func rankKillExit(t *testing.T, c *Comm) {
+	dir := faultDir(t)
+	ctx := context.Background()
+	buf := make([]float32, 64<<10)
+	for i := 0; i < 2; i++ {
+		if err := AllReduce(ctx, c, buf, buf, Sum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Rank() == 2 {
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			killSelf(dir)
+		}()
+	}
+	var err error
+	for i := 0; i < 1000000 && err == nil; i++ {
+		err = AllReduce(ctx, c, buf, buf, Sum)
+	}
+	noticeLine(c, err, sinceKill(dir, time.Now()))
+}
+
+// rankLazyKill: rank 0 dies right after a first collective; rank 2 then
+// waits for a message from rank 0, to whom it has no connection (rank 0
+// was to dial it), and ranks 1 and 3 wait for each other, both alive.
+func rankLazyKill(t *testing.T, c *Comm) {
+	dir := faultDir(t)
+	ctx := context.Background()
+	x := make([]int64, 16)
+	if err := AllReduce(ctx, c, x, x, Sum); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	switch c.Rank() {
+	case 0:
+		killSelf(dir)
+	case 1:
+		err = Recv(ctx, c, x, 3, 7)
+	case 2:
+		err = Recv(ctx, c, x, 0, 7)
+	case 3:
+		err = Recv(ctx, c, x, 1, 7)
+	}
+	noticeLine(c, err, sinceKill(dir, time.Now()))
+}
+
+// noticeLines parses the NOTICE lines of a job's output by rank.
+func noticeLines(out string) map[int]map[string]string {
+	lines := map[int]map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(line, "NOTICE ")
+		if !ok {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.SplitN(rest, " ", 5) {
+			k, v, _ := strings.Cut(kv, "=")
+			f[k] = v
+		}
+		r, _ := strconv.Atoi(f["rank"])
+		lines[r] = f
+	}
+	return lines
+}
+
+// checkSurvivors checks that every rank but victim reported ErrPeerLost
+// naming victim, in its text and its OpError, within 2 s of the kill.
+func checkSurvivors(t *testing.T, out string, n, victim int) (misattributed, worstMS int) {
+	t.Helper()
+	lines := noticeLines(out)
+	for r := 0; r < n; r++ {
+		if r == victim {
+			continue
+		}
+		s, ok := lines[r]
+		switch {
+		case !ok:
+			t.Errorf("rank %d did not report:\n%s", r, lastLines(out, 30))
+			misattributed++
+		case s["kind"] != "peerlost" || s["peer"] != strconv.Itoa(victim) ||
+			!strings.Contains(s["err"], fmt.Sprintf("rank %d", victim)):
+			t.Errorf("rank %d: %s, peer %s: %s; want ErrPeerLost naming rank %d", r, s["kind"], s["peer"], s["err"], victim)
+			misattributed++
+		default:
+			ms, _ := strconv.Atoi(s["ms"])
+			worstMS = max(worstMS, ms)
+			if ms > 2000 {
+				t.Errorf("rank %d reported %d ms after the kill, want within 2 s: %s", r, ms, s["err"])
+			}
+		}
+	}
+	return misattributed, worstMS
+}
+
+// trials is how many times each failure-notice scenario runs.
+func trials() int {
+	if n, err := strconv.Atoi(os.Getenv("HCOMM_TEST_TRIALS")); err == nil && n > 0 {
+		return n
+	}
+	if testing.Short() {
+		return 3
+	}
+	return 20
+}
+
+// TestFailureNoticeKill kills rank 2 of 4 in the middle of AllReduces
+// over TCP; the survivors exit right after their error, and every one of
+// them must blame rank 2.
+func TestFailureNoticeKill(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	bad := 0
+	var worst []int
+	for trial := 0; trial < trials(); trial++ {
+		out, _, _ := faultJob(t, 4, "killexit", "HCOMM_TRANSPORT=tcp")
+		b, ms := checkSurvivors(t, out, 4, 2)
+		bad += b
+		worst = append(worst, ms)
+		if t.Failed() {
+			t.Fatalf("trial %d; %d misattributions", trial, bad)
+		}
+	}
+	t.Logf("slowest survivor per trial (ms after the kill): %v", worst)
+}
+
+// TestFailureNoticeLazy kills rank 0 of 4 after a first collective, with
+// rank 2 waiting to be dialed by it and ranks 1 and 3 waiting for each
+// other: all three must fail within 2 s naming rank 0.
+func TestFailureNoticeLazy(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	var worst []int
+	for trial := 0; trial < max(trials()/4, 1); trial++ {
+		out, _, _ := faultJob(t, 4, "lazykill", "HCOMM_TRANSPORT=tcp")
+		_, ms := checkSurvivors(t, out, 4, 0)
+		worst = append(worst, ms)
+		if t.Failed() {
+			t.Fatalf("trial %d", trial)
+		}
+	}
+	t.Logf("slowest survivor per trial (ms after the kill): %v", worst)
+}
