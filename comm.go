@@ -179,7 +179,10 @@ func (c *Comm) fail(err error) {
 
 // Abort makes the communicator unusable at once: pending operations and all
 // later ones fail with ErrAborted, and peers waiting on this rank fail
-// instead of hanging. It does not wait for anything. cause may be nil.
+// instead of hanging, including peers it never connected to (through the
+// store's failure notice). It waits for nothing but the hand-over of the
+// abort to the network and the store (at most 200 ms and 500 ms). cause
+// may be nil.
 func (c *Comm) Abort(cause error) {
 	if cause == nil {
 		cause = errors.New("Abort called")
@@ -191,6 +194,7 @@ func (c *Comm) Abort(cause error) {
 	}
 	c.stateMu.Unlock()
 	c.t.Abort(cause)
+	c.publishFailure(cause)
 }
 
 // Close releases the communicator, closes the streams made by its

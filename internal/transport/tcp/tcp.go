@@ -7,8 +7,9 @@
 // by a: a rank dials the higher ranks and accepts the lower ones. Either side
 // may ask for the pair first. The dialer dials on its first call to the
 // peer (or in Connect), retrying with backoff until Config.ConnectTimeout
-// passes, since the peer may not listen yet; the accepting side waits, for as
-// long as the caller's context allows, for the dialer to come.
+// passes, since the peer may not answer yet; the accepting side waits, for as
+// long as the caller's context allows, for the dialer to come (see Failure
+// for peers that are gone).
 //
 // The dialer opens every connection with a challenge-response (see
 // wire.Handshake): it introduces itself (communicator id, both ranks, the
@@ -65,15 +66,28 @@
 //
 // # Failure
 //
-// Abort fails local calls at once, then, in the background, sends an abort
-// frame on every connection whose stream is at a frame boundary, shuts its
-// sending side, and keeps discarding what peers still send, so peers blocked
-// sending to this rank move on to a receive that reports the abort. (A
-// connection left part way through a frame by the abort is only shut; its
-// peer sees it lost rather than aborted.) A peer's abort frame, or the end of
-// its connection, fails every call waiting on it with an *errs.PeerError and
-// closes the pair's connections; a Send blocked on a peer that died fails
-// with the write error as soon as the peer's host resets the connection.
+// Abort fails local calls at once and, before it returns, sends an abort
+// frame on every connection whose stream is at a frame boundary and shuts
+// its sending side (waiting at most 200 ms for the kernel to take the
+// frames, so that they reach the peers even if the process exits right
+// after); then, in the background, it keeps discarding what peers still
+// send, so peers blocked sending to this rank move on to a receive that
+// reports the abort. When the cause is the loss of a rank, the frame names
+// that rank (wire.FlagLost) and the receiver reports it, not the
+// messenger, as lost. (A connection left part way through a frame by the
+// abort is only shut; its peer sees it lost rather than aborted.) A peer's
+// abort frame, or the end of its connection, fails every call waiting on
+// it with an *errs.PeerError and closes the pair's connections; a Send
+// blocked on a peer that died fails with the write error as soon as the
+// peer's host resets the connection.
+//
+// A peer that never connected is not waited for blindly. Its listener was
+// bound before its address was published, so a dial refused three times in
+// a row (ECONNREFUSED) means it is gone: the dialer reports it lost at
+// once instead of retrying until ConnectTimeout. A rank waiting to be
+// dialed by a lower rank checks every 200 ms or so that the lower rank
+// still listens (a connection closed at once, which the listener ignores),
+// and reports it lost when it refuses.
 package tcp
 
 import (
@@ -133,8 +147,9 @@ type Config struct {
 	// share; it is bound into the handshake's proofs, so that ranks of
 	// another job with the same token are refused. "" means none.
 	Job string
-	// Listener is this rank's listener, already bound, whose address the
-	// caller has published to the other ranks. The Transport owns it and
+	// Listener is this rank's listener, already bound before its address
+	// was published to the other ranks (who take a refused connection for
+	// a rank that is gone). The Transport owns it and
 	// closes it in Close.
 	Listener net.Listener
 	// Addrs[r] is rank r's listener address, or "" for ranks not reached
