@@ -200,3 +200,33 @@ func TestFailureNoticeLazy(t *testing.T) {
 	}
 	t.Logf("slowest survivor per trial (ms after the kill): %v", worst)
 }
+
+// TestFailureNoticeHosts kills rank 2 of 4 ranks on two hosts (network
+// namespaces, two ranks each: shared memory within a host, TCP between
+// them); every survivor, on either host, must blame rank 2 within 2 s.
+func TestFailureNoticeHosts(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	cl := newCluster(t, 2, "")
+	rsh := filepath.Join(t.TempDir(), "nsrsh")
+	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var worst []int
+	for trial := 0; trial < max(trials()/4, 1); trial++ {
+		dir := t.TempDir()
+		out, _ := launch(t, []string{"-n", "4",
+			"--hosts", fmt.Sprintf("%s:2,%s:2", cl.hosts[0], cl.hosts[1]),
+			"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "2m",
+			"-x", childEnv, "-x", "HCOMM_TEST_DIR"},
+			[]string{"ip", "netns", "exec", cl.hosts[0]}, "killexit", "HCOMM_TEST_DIR="+dir)
+		_, ms := checkSurvivors(t, out, 4, 2)
+		worst = append(worst, ms)
+		if t.Failed() {
+			t.Fatalf("trial %d", trial)
+		}
+	}
+	t.Logf("slowest survivor per trial (ms after the kill): %v", worst)
+}
