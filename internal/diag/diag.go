@@ -41,7 +41,6 @@ func StateKey(k int64, w int) string { return fmt.Sprintf("hcomm/state/%d/%d", k
 // ReportKey is where world rank w leaves its culprit report.
 func ReportKey(w int) string { return "hcomm/report/" + strconv.Itoa(w) }
 
-
 // ReportWait bounds how long a timed-out rank collects the others' states.
 const ReportWait = 1500 * time.Millisecond
 
