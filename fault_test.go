@@ -369,7 +369,7 @@ func TestFaultP2PTimeout(t *testing.T) {
 	if s["kind"] != "timeout" {
 		t.Errorf("rank 0 ended with %s: %s", s["kind"], s["err"])
 	}
-	if !strings.Contains(s["err"], "rank 1 (the peer) is past op #1 Barrier(uint8, 0) (done); it is not in a matching call, or blocked in another Send or Recv") {
+	if !strings.Contains(s["err"], "rank 1 (the peer) waits in Recv(float32, 4, tag 7) from rank 0") {
 		t.Errorf("rank 0's error has no culprit report saying where rank 1 is: %s", s["err"])
 	}
 	if !strings.Contains(out, `op="Recv(float32, 4, tag 7) #1 with rank 1" report="rank 1 (the peer)`) {

@@ -72,7 +72,7 @@ func (c *Comm) p2p(parent context.Context, name string, buf []byte, dt DType, pe
 		defer p.ctx.End()
 		ctx = &p.ctx
 	}
-	rs := c.rec.Begin(name, &p.fp, now)
+	rs := c.rec.BeginP2P(name, &p.fp, peer, now)
 	if err := c.ex.Transfer(ctx, peer, &p.fp, buf, send); err != nil {
 		oe := c.runErr(&current{name: name, parent: parent, ctx: ctx, fp: &p.fp, peer: peer}, err)
 		c.rec.End(rs, oe)

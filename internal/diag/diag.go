@@ -224,6 +224,7 @@ func Explain(seq uint64, call string, states []*CommState) string {
 
 // ExplainP2P says where the peer of a timed-out Send or Recv is:
 //
+//	rank 1 (the peer) waits in Recv(float32, 4, tag 7) from rank 0
 //	rank 1 (the peer) last completed op #41 and waits in op #42 AllReduce(float32, 4, sum)
 //
 // states[peer] is the peer's state, nil if it did not answer.
@@ -236,14 +237,16 @@ func ExplainP2P(peer int, states []*CommState) string {
 	switch {
 	case s == nil:
 		return who + " did not answer (stopped, hung, or cut off from the store)"
+	case len(s.P2P) > 0:
+		return who + " waits in " + strings.Join(s.P2P, " and in ")
 	case s.Entered == 0:
-		return who + " has run no collective; it is not in a matching call, or blocked in another Send or Recv"
+		return who + " has run no collective and is in no Send or Recv"
 	case s.State == "running":
 		return fmt.Sprintf("%s last completed op #%d and waits in op #%d %s", who, s.Completed, s.Entered, s.Call)
 	case s.Call == "":
-		return fmt.Sprintf("%s last completed op #%d; it is not in a matching call, or blocked in another Send or Recv", who, s.Completed)
+		return fmt.Sprintf("%s last completed op #%d and is in no Send or Recv", who, s.Completed)
 	}
-	return fmt.Sprintf("%s is past op #%d %s (%s); it is not in a matching call, or blocked in another Send or Recv", who, s.Entered, s.Call, s.State)
+	return fmt.Sprintf("%s is past op #%d %s (%s) and is in no Send or Recv", who, s.Entered, s.Call, s.State)
 }
 
 // RankList renders ranks (ascending) compactly: "rank 3", "ranks 0-2, 5".

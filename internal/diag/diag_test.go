@@ -71,10 +71,14 @@ func TestExplainP2P(t *testing.T) {
 		want  string
 	}{
 		{"silent", nil, "rank 1 (the peer) did not answer (stopped, hung, or cut off from the store)"},
-		{"no collective yet", st(0, 0, "", ""), "rank 1 (the peer) has run no collective; it is not in a matching call, or blocked in another Send or Recv"},
+		{"no collective yet", st(0, 0, "", ""), "rank 1 (the peer) has run no collective and is in no Send or Recv"},
 		{"in a collective", st(42, 41, "running", ar), "rank 1 (the peer) last completed op #41 and waits in op #42 AllReduce(float32, 4, sum)"},
-		{"idle", st(42, 42, "done", ar), "rank 1 (the peer) is past op #42 AllReduce(float32, 4, sum) (done); it is not in a matching call, or blocked in another Send or Recv"},
-		{"call out of the ring", st(42, 42, "", ""), "rank 1 (the peer) last completed op #42; it is not in a matching call, or blocked in another Send or Recv"},
+		{"idle", st(42, 42, "done", ar), "rank 1 (the peer) is past op #42 AllReduce(float32, 4, sum) (done) and is in no Send or Recv"},
+		{"call out of the ring", st(42, 42, "", ""), "rank 1 (the peer) last completed op #42 and is in no Send or Recv"},
+		{"in a Recv", &CommState{Snapshot: trace.Snapshot{Entered: 1, Completed: 1, State: "done", P2P: []string{"Recv(float32, 4, tag 7) from rank 0"}}},
+			"rank 1 (the peer) waits in Recv(float32, 4, tag 7) from rank 0"},
+		{"in a Send and a Recv", &CommState{Snapshot: trace.Snapshot{P2P: []string{"Send(int8, 1, tag 0) to rank 2", "Recv(int8, 1, tag 0) from rank 2"}}},
+			"rank 1 (the peer) waits in Send(int8, 1, tag 0) to rank 2 and in Recv(int8, 1, tag 0) from rank 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ExplainP2P(1, []*CommState{st(1, 1, "done", ar), tc.state}); got != tc.want {

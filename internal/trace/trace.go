@@ -5,6 +5,7 @@ package trace
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ func (s State) String() string {
 
 // Entry is one recorded operation.
 type Entry struct {
+	Peer  int // the peer of a Send or Recv (BeginP2P)
 	Seq   uint64
 	Name  string           // the API call, e.g. "AllGatherV"
 	FP    wire.Fingerprint // what the call was
@@ -96,6 +98,15 @@ func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int
 	return slot
 }
 
+// BeginP2P is Begin for a Send or Recv with peer.
+func (r *Recorder) BeginP2P(name string, fp *wire.Fingerprint, peer int, start time.Time) int {
+	slot := r.Begin(name, fp, start)
+	r.mu.Lock()
+	r.ring[slot].Peer = peer
+	r.mu.Unlock()
+	return slot
+}
+
 // Call renders an entry's call, e.g. "AllReduce(float32, 1024, sum)".
 func (e *Entry) Call() string {
 	s := e.FP.String()
@@ -134,6 +145,9 @@ type Snapshot struct {
 	State     string `json:"state"`     // its state
 	Completed uint64 `json:"completed"` // last sequence number completed
 	ForMS     int64  `json:"for_ms"`    // how long it has been in that state
+	// P2P lists the Sends and Recvs still running, as "Recv(float32, 4,
+	// tag 7) from rank 0".
+	P2P []string `json:"p2p,omitempty"`
 }
 
 // Snapshot summarizes the recorder's collectives: the last entered and
@@ -150,6 +164,15 @@ func (r *Recorder) Snapshot() Snapshot {
 			since = e.End
 		}
 		s.ForMS = time.Since(since).Milliseconds()
+	}
+	for i := max(r.next-Size, 0); i < r.next; i++ {
+		if e := &r.ring[i%Size]; e.FP.Coll == wire.CollSendRecv && e.State == Running {
+			dir := " to rank "
+			if e.Name == "Recv" {
+				dir = " from rank "
+			}
+			s.P2P = append(s.P2P, e.Call()+dir+strconv.Itoa(e.Peer))
+		}
 	}
 	return s
 }

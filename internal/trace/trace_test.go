@@ -81,12 +81,17 @@ func TestRecorderP2P(t *testing.T) {
 	s := r.Begin("AllReduce", coll, time.Now())
 	r.End(s, nil)
 	p2p := &wire.Fingerprint{Seq: 9, Coll: wire.CollSendRecv, DType: reduce.Float32, Count: 4}
-	r.Begin("Send", p2p, time.Now()) // still running
+	r.BeginP2P("Send", p2p, 2, time.Now()) // still running
+	done := r.BeginP2P("Recv", &wire.Fingerprint{Seq: 1, Coll: wire.CollSendRecv, DType: reduce.Int8, Count: 1}, 1, time.Now())
+	r.End(done, nil)
 	snap := r.Snapshot()
 	if snap.Entered != 3 || snap.Completed != 3 || snap.State != "done" || !strings.HasPrefix(snap.Call, "AllReduce(") {
 		t.Errorf("Snapshot = %+v, want op #3's", snap)
 	}
-	if es := r.Entries(); len(es) != 2 || es[1].Name != "Send" || es[1].State != Running {
+	if len(snap.P2P) != 1 || snap.P2P[0] != "Send(float32, 4, tag 0) to rank 2" {
+		t.Errorf("Snapshot.P2P = %q, want the running Send", snap.P2P)
+	}
+	if es := r.Entries(); len(es) != 3 || es[1].Name != "Send" || es[1].State != Running {
 		t.Errorf("Entries = %+v", es)
 	}
 }
