@@ -234,3 +234,28 @@ func TestAbortNamesLostRank(t *testing.T) {
 		tr0.Close()
 	}
 }
+
+// TestAbortNamesImpossibleRank has a peer's abort frame name a lost rank
+// outside the communicator: the receiver reports the peer's abort instead.
+func TestAbortNamesImpossibleRank(t *testing.T) {
+	w := newWorld(t, 2, 1)
+	server := w.transport(1)
+	c, err := net.Dial("tcp", w.addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if rep, err := rawHandshake(c, 0, 1, 2, 1, nil); err != nil || rep.Status != wire.ReplyAccept {
+		t.Fatalf("handshake: %+v, %v", rep, err)
+	}
+	c.Write(wire.AppendLostAbortFrame(nil, "lost someone", 7))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fp := fpFor(1, 4)
+	err = server.Recv(ctx, 0, &fp, make([]byte, 4))
+	var perr *errs.PeerError
+	if !errors.As(err, &perr) || perr.Peer != 0 || !errors.Is(err, errs.ErrAborted) || errors.Is(err, errs.ErrPeerLost) {
+		t.Fatalf("Recv after an abort naming rank 7 of 2: %v, want rank 0's abort", err)
+	}
+}

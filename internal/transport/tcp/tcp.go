@@ -449,7 +449,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
 	}
 	if h.Type == wire.FrameAbort {
-		return pr.fail(c0.abortError(peer, &h))
+		return pr.fail(t.checkLost(peer, c0.abortError(peer, &h)))
 	}
 	want := uint64(len(p))
 	if h.Total > want {
@@ -744,7 +744,7 @@ func (t *Transport) ioFailed(ctx context.Context, pr *peer, ioErr error, broken 
 	switch {
 	case errors.As(ioErr, &perr):
 		// The peer aborted (told on a striped connection).
-		return pr.fail(perr)
+		return pr.fail(t.checkLost(pr.rank, perr))
 	case errors.Is(ioErr, errProtocol):
 		t.log.Warn("tcp: closing connections to a peer that broke the protocol", "peer", pr.rank, "err", ioErr)
 		return pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: ioErr})
@@ -758,6 +758,17 @@ func (t *Transport) ioFailed(ctx context.Context, pr *peer, ioErr error, broken 
 	if broken && t.state.Load() == stateOpen {
 		pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
 			"tcp: connection closed after a %s was interrupted part way: %v", what, err)})
+	}
+	return err
+}
+
+// checkLost keeps a peer's abort that names a lost rank outside the
+// communicator from being reported as that rank's loss: it becomes the
+// peer's abort.
+func (t *Transport) checkLost(peer int, err error) error {
+	var pe *errs.PeerError
+	if errors.As(err, &pe) && (pe.Peer < 0 || pe.Peer >= t.size) {
+		return &errs.PeerError{Peer: peer, Kind: errs.ErrAborted, Cause: pe.Cause}
 	}
 	return err
 }
