@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,8 +40,16 @@ const (
 	maxLockPoll  = 5 * time.Millisecond
 )
 
-// NewFileStore returns a store kept in dir, creating the directory if
-// needed. Several FileStores, in one process or many, may share dir.
+// NewFileStore returns a store kept in dir, creating the directory (mode
+// 0700) if needed. Several FileStores, in one process or many, may share
+// dir.
+//
+// On Unix the directory must belong to the current user and must not be
+// writable by group or others, and so must every value file the store reads:
+// otherwise another user could plant a rank's address or change a value.
+// NewFileStore and the calls that read such a file fail with an error
+// wrapping ErrNotPrivate. (Other users may still be allowed to read the
+// directory; ranks of different users sharing one store is not supported.)
 func NewFileStore(dir string) (*FileStore, error) {
 	if dir == "" {
 		return nil, errors.New("store: empty file store directory")
@@ -54,6 +63,9 @@ func NewFileStore(dir string) (*FileStore, error) {
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("store: %s is not a directory", dir)
+	}
+	if err := checkPrivate(dir, fi); err != nil {
+		return nil, err
 	}
 	return &FileStore{dir: dir, lockSem: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
@@ -160,6 +172,25 @@ func (s *FileStore) writeFile(key string, value []byte) error {
 	return err
 }
 
+// readValue reads the file of key, refusing one that another user could
+// have written.
+func (s *FileStore) readValue(key string) ([]byte, error) {
+	path := s.path(key)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPrivate(path, fi); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
 // Set implements Store.
 func (s *FileStore) Set(ctx context.Context, key string, value []byte) error {
 	if err := s.begin(ctx, "set", key); err != nil {
@@ -180,7 +211,7 @@ func (s *FileStore) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	var value []byte
 	err := s.poll(ctx, "get", key, maxPoll, func() (bool, error) {
-		v, err := os.ReadFile(s.path(key))
+		v, err := s.readValue(key)
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -201,7 +232,7 @@ func (s *FileStore) Add(ctx context.Context, key string, delta int64) (int64, er
 	var sum int64
 	err := s.locked(ctx, "add", key, func() error {
 		var old int64
-		v, err := os.ReadFile(s.path(key))
+		v, err := s.readValue(key)
 		switch {
 		case err == nil:
 			if old, err = strconv.ParseInt(string(v), 10, 64); err != nil {

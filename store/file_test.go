@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -79,4 +81,96 @@ func TestNewFileStoreErrors(t *testing.T) {
 			t.Errorf("NewFileStore(%q) succeeded", dir)
 		}
 	}
+}
+
+// TestFileStoreRefusesForeignDirectory checks that a directory, or a value
+// file, that another user owns or may write is refused rather than trusted.
+func TestFileStoreRefusesForeignDirectory(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("ownership checks are Unix only")
+	}
+	parent := t.TempDir()
+	mkdir := func(name string, mode os.FileMode) string {
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return dir
+	}
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		ok   bool
+	}{
+		{"private", 0o700, true},
+		{"readable", 0o755, true},
+		{"world-writable", 0o777, false},
+		{"group-writable", 0o770, false},
+		{"sticky-tmp", 0o1777, false},
+		{"others-writable", 0o703, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := mkdir(tc.name, tc.mode)
+			s, err := NewFileStore(dir)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("NewFileStore of a %04o directory: %v", tc.mode, err)
+				}
+				s.Close()
+				return
+			}
+			if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), "writable by group or others") {
+				t.Fatalf("NewFileStore of a %04o directory: err = %v, want ErrNotPrivate", tc.mode, err)
+			}
+		})
+	}
+
+	t.Run("other-owner", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to give a directory to another user")
+		}
+		dir := mkdir("foreign", 0o700)
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, err := NewFileStore(dir)
+		if !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Fatalf("NewFileStore of another user's directory: err = %v, want ErrNotPrivate", err)
+		}
+	})
+
+	t.Run("planted-entries", func(t *testing.T) {
+		dir := mkdir("entries", 0o700)
+		s, err := NewFileStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := testCtx(t)
+		if err := s.Set(ctx, "card/0", []byte("10.0.0.1:1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Set(ctx, "n", []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		// A value left writable by others (as if planted while the
+		// directory was open) is refused.
+		if err := os.Chmod(s.path("card/0"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "card/0"); !errors.Is(err, ErrNotPrivate) {
+			t.Errorf("Get of a world-writable value: err = %v, want ErrNotPrivate", err)
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Chown(s.path("n"), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Add(ctx, "n", 1); !errors.Is(err, ErrNotPrivate) {
+				t.Errorf("Add to another user's value: err = %v, want ErrNotPrivate", err)
+			}
+		}
+	})
 }

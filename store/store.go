@@ -81,6 +81,9 @@ var (
 	ErrTimeout = errors.New("store: timed out")
 	// ErrTooLarge reports a key or value beyond the store's limits.
 	ErrTooLarge = errors.New("store: key or value too large")
+	// ErrNotPrivate reports a file store directory, or a file in it, that
+	// belongs to another user or that group or others may write.
+	ErrNotPrivate = errors.New("store: not private to this user")
 	// ErrNotInteger reports an Add on a key whose value is not a decimal
 	// integer, or an Add that would overflow int64.
 	ErrNotInteger = errors.New("store: value is not an integer")
