@@ -131,11 +131,10 @@ func clientHandshake(ctx context.Context, conn net.Conn, br *bufio.Reader, token
 	if hello.kind == statusBadVersion {
 		return fmt.Errorf("%w: %w", errVersion, responseError(hello.kind, hello.payload))
 	}
-	if hello.kind != statusOK || len(hello.payload) != 2+nonceSize+proofSize {
+	if hello.kind != statusOK || len(hello.payload) != 2+nonceSize {
 		return fmt.Errorf("%w: unexpected handshake response (status %d, %d bytes)", errMalformed, hello.kind, len(hello.payload))
 	}
-	serverNonce := hello.payload[2 : 2+nonceSize]
-	serverProof := hello.payload[2+nonceSize:]
+	serverNonce := hello.payload[2:]
 	if _, err := conn.Write(appendFrame(nil, opAuth, 0, proof(token, "client", clientNonce, serverNonce))); err != nil {
 		return err
 	}
@@ -149,7 +148,7 @@ func clientHandshake(ctx context.Context, conn net.Conn, br *bufio.Reader, token
 	if verdict.kind != statusOK {
 		return responseError(verdict.kind, verdict.payload)
 	}
-	if !hmac.Equal(serverProof, proof(token, "server", clientNonce, serverNonce)) {
+	if len(verdict.payload) != proofSize || !hmac.Equal(verdict.payload, proof(token, "server", clientNonce, serverNonce)) {
 		return fmt.Errorf("%w: server %s does not know the job token", ErrUnauthorized, conn.RemoteAddr())
 	}
 	if ctx.Err() != nil {
@@ -404,6 +403,13 @@ func decodeAddResponse(f frame) (int64, error) {
 func (c *Client) Wait(ctx context.Context, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
+	}
+	for len(keys) > maxWaitKeys {
+		// The server takes at most maxWaitKeys per request.
+		if err := c.Wait(ctx, keys[:maxWaitKeys]...); err != nil {
+			return err
+		}
+		keys = keys[maxWaitKeys:]
 	}
 	size := binary.MaxVarintLen64
 	for _, k := range keys {

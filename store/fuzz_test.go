@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"encoding/binary"
 	"io"
@@ -75,6 +76,12 @@ func requestSeeds() [][]byte {
 	stream = appendFrame(stream, opAdd, 9, encodeAdd("b", 1))
 	s = append(s, stream)
 	s = append(s, appendFrame(nil, opHello, 0, helloPayload(protoVersion, make([]byte, nonceSize))))
+	// A hello and a client proof (wrong, as the fuzzer cannot know the
+	// server's nonce), and a Wait naming more keys than allowed.
+	hs := appendFrame(nil, opHello, 0, helloPayload(protoVersion, make([]byte, nonceSize)))
+	s = append(s, appendFrame(hs, opAuth, 0, make([]byte, proofSize)))
+	s = append(s, appendFrame(nil, opWait, 1, binary.AppendUvarint(nil, maxWaitKeys+1)))
+	s = append(s, appendFrame(nil, opWait, 1, append(binary.AppendUvarint(nil, 64), make([]byte, 64)...)))
 	s = append(s, append(binary.AppendUvarint(nil, 1<<40), opSet, 1))
 	return s
 }
@@ -98,6 +105,14 @@ func FuzzServerFrames(f *testing.F) {
 			c := newServerConn(srv, newFakeConn(data))
 			srv.lmu.Lock()
 			srv.conns[c] = struct{}{}
+			if authed {
+				c.authed = true
+				srv.authed++
+			} else {
+				srv.bySource[c.source] = list.New()
+				c.inAll = srv.pending.PushBack(c)
+				c.inSource = srv.bySource[c.source].PushBack(c)
+			}
 			srv.lmu.Unlock()
 			srv.wg.Add(1)
 			func() {
@@ -116,14 +131,27 @@ func FuzzServerFrames(f *testing.F) {
 		if len(srv.waiters) != 0 {
 			t.Fatalf("%d keys still have waiters after their connections ended", len(srv.waiters))
 		}
+		var stored int64
+		for k, v := range srv.data {
+			stored += entryCost(k, v)
+		}
+		if srv.held != stored {
+			t.Fatalf("server charges %d bytes for %d bytes of data and no parked calls", srv.held, stored)
+		}
+		srv.lmu.Lock()
+		defer srv.lmu.Unlock()
+		if srv.pending.Len() != 0 || srv.authed != 0 || len(srv.bySource) != 0 {
+			t.Fatalf("connection counts after every connection ended: %d pending (%d sources), %d authenticated", srv.pending.Len(), len(srv.bySource), srv.authed)
+		}
 	})
 }
 
 // FuzzClientFrames feeds arbitrary bytes to the client as the server's side
 // of the handshake and as responses.
 func FuzzClientFrames(f *testing.F) {
-	okHello := appendFrame(nil, statusOK, 0, make([]byte, 2+nonceSize+proofSize))
-	f.Add(append(okHello, appendFrame(nil, statusOK, 0, nil)...))
+	okHello := appendFrame(nil, statusOK, 0, binary.BigEndian.AppendUint16(make([]byte, 0, 2+nonceSize), protoVersion)[:2+nonceSize])
+	f.Add(append(okHello, appendFrame(nil, statusOK, 0, make([]byte, proofSize))...))
+	f.Add(append(okHello, appendFrame(nil, statusError, 0, []byte("server has 1 clients"))...))
 	f.Add(appendFrame(nil, statusUnauthorized, 0, []byte("wrong job token")))
 	f.Add(appendFrame(nil, statusBadVersion, 0, []byte("version")))
 	responses := appendFrame(nil, statusOK, 1, []byte("value"))

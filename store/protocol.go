@@ -13,16 +13,25 @@ package store
 // and reads large frames in growing pieces, so a frame that lies about its
 // length never costs more memory than the bytes actually sent.
 //
-// A connection opens with a handshake (request id 0):
+// A connection opens with a handshake (request id 0) in which the client
+// proves first:
 //
 //	client: opHello  magic "HCST" | uint16 version | 32-byte client nonce
-//	server: OK       uint16 version | 32-byte server nonce | server proof
+//	server: OK       uint16 version | 32-byte server nonce
 //	client: opAuth   client proof
-//	server: OK, or statusUnauthorized and the connection is closed
+//	server: OK       server proof, or statusUnauthorized and the connection
+//	                 is closed
 //
-// where a proof is HMAC-SHA256 keyed with the job token over a role label and
-// both nonces, so the token never crosses the wire and each side learns
-// whether the other knows it.
+// where a proof is HMAC-SHA256 keyed with the job token over the protocol
+// version, a role label and both nonces, so the token never crosses the wire
+// and each side learns whether the other knows it. Each nonce is fresh, so
+// neither proof can be replayed on another connection. Because the client
+// proves first, someone who merely connects to the server learns nothing
+// with which to test token guesses offline: each guess costs a connection,
+// and the server limits those. (Whoever holds a proof, by watching a
+// handshake or by posing as the server to a client, can test guesses
+// against it offline, as with any challenge-response keyed by a shared
+// secret; a random token, as hcomm run makes, leaves nothing to guess.)
 //
 // Request payloads, after the handshake:
 //
@@ -48,7 +57,7 @@ import (
 
 const (
 	protoMagic   = "HCST"
-	protoVersion = 1
+	protoVersion = 2
 	nonceSize    = 32
 	proofSize    = sha256.Size
 
@@ -61,6 +70,8 @@ const (
 	frameSlack = 1 + binary.MaxVarintLen64 + binary.MaxVarintLen64 + MaxKeySize
 	// readChunk is the piece in which large frames are read.
 	readChunk = 64 << 10
+	// maxWaitKeys is the most keys one Wait request may name.
+	maxWaitKeys = 1 << 16
 )
 
 // Request types.
@@ -215,8 +226,10 @@ func encodeAdd(key string, delta int64) []byte {
 // decodeWait decodes an opWait payload.
 func decodeWait(p []byte) ([]string, error) {
 	n, k := binary.Uvarint(p)
-	// Every key takes at least its one-byte length prefix.
-	if k <= 0 || n > uint64(len(p)-k) {
+	// Every key takes at least its one-byte length prefix, and the count
+	// is capped: n empty keys cost n string headers, sixteen times the
+	// bytes that announced them.
+	if k <= 0 || n > uint64(len(p)-k) || n > maxWaitKeys {
 		return nil, fmt.Errorf("%w: bad key count", errMalformed)
 	}
 	p = p[k:]
@@ -251,7 +264,7 @@ func helloPayload(version uint16, clientNonce []byte) []byte {
 // proof is one side's evidence that it knows token.
 func proof(token, role string, clientNonce, serverNonce []byte) []byte {
 	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("hcomm-store v1 " + role))
+	m.Write([]byte("hcomm-store v2 " + role))
 	m.Write(clientNonce)
 	m.Write(serverNonce)
 	return m.Sum(nil)

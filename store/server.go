@@ -2,6 +2,8 @@ package store
 
 import (
 	"bufio"
+	"cmp"
+	"container/list"
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/binary"
@@ -24,13 +26,42 @@ type ServerConfig struct {
 	// MaxValueSize is the largest value, in bytes, that Set accepts.
 	// Zero means DefaultMaxValueSize.
 	MaxValueSize int
+	// MaxBytes bounds the memory the stored data may take: the keys and
+	// values held, plus the keys of the Get and Wait calls parked until
+	// their keys are set. A Set, Add, Get or Wait that would go beyond it
+	// fails with ErrTooLarge ("store is full"). Zero means
+	// DefaultMaxBytes.
+	MaxBytes int64
 	// HandshakeTimeout bounds how long a new connection may take to
 	// authenticate. Zero means 10 seconds.
 	HandshakeTimeout time.Duration
-	// Logger receives refused clients and protocol errors. Nil means
-	// slog.Default().
+	// MaxPending bounds the connections that have not yet proved they
+	// know the token, in all (zero means DefaultMaxPending) and from one
+	// IP address (MaxPendingPerSource; zero means
+	// DefaultMaxPendingPerSource). A new connection beyond either limit
+	// makes the server close the oldest such connection (of the same
+	// source, for the per-source limit): a client that knows the token
+	// proves it within a round trip, while connections that linger are
+	// the ones a flood leaves. Connections that proved the token count
+	// against MaxConns instead, so a flood of strangers never takes their
+	// place.
+	MaxPending, MaxPendingPerSource int
+	// MaxConns bounds the authenticated connections. Zero means
+	// DefaultMaxConns.
+	MaxConns int
+	// Logger receives refused clients and protocol errors, at most one
+	// line per kind of event every few seconds with the count of those
+	// left out. Nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// Default limits of a Server.
+const (
+	DefaultMaxBytes            = 256 << 20
+	DefaultMaxPending          = 1024
+	DefaultMaxPendingPerSource = 64
+	DefaultMaxConns            = 16384
+)
 
 const (
 	defaultHandshakeTimeout = 10 * time.Second
@@ -40,6 +71,15 @@ const (
 	// maxQueuedPerConn is how many responses may wait to be written to a
 	// connection before the server stops reading its requests.
 	maxQueuedPerConn = 256
+	// entryOverhead is what the server charges for each key it holds,
+	// beyond the key's and value's bytes (map entry, headers).
+	entryOverhead = 96
+	// connBufSize sizes an authenticated connection's read and write
+	// buffers; larger frames bypass them.
+	connBufSize = 8 << 10
+	// logEvery is the least time between two log lines of one kind of
+	// refusal.
+	logEvery = 10 * time.Second
 )
 
 // Server is the TCP store server. It keeps the data in memory and answers
@@ -51,19 +91,31 @@ const (
 type Server struct {
 	token            string
 	maxValue         int
+	maxBytes         int64
 	handshakeTimeout time.Duration
+	maxPending       int
+	maxPendingSource int
+	maxConns         int
 	log              *slog.Logger
 
-	mu      sync.Mutex // guards data, waiters and every serverConn.pending
+	mu      sync.Mutex // guards data, waiters, held and every serverConn.pending
 	data    map[string][]byte
 	waiters map[string]map[*waiter]struct{}
+	held    int64 // bytes charged against maxBytes
 
-	lmu       sync.Mutex // guards listeners, conns, closed
+	lmu       sync.Mutex // guards listeners, conns, closed and the counts below
 	listeners []net.Listener
 	conns     map[*serverConn]struct{}
 	closed    bool
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
+	pending   list.List             // connections not yet authenticated, oldest first
+	bySource  map[string]*list.List // the same, per remote IP address
+	authed    int                   // authenticated connections
+
+	// Rate-limited logs: strangers refused, connections turned away by a
+	// limit, authenticated clients that broke the protocol.
+	logRefused, logBusy, logBroken rateLog
 }
 
 // waiter is a Get or Wait parked until its keys are set.
@@ -73,6 +125,7 @@ type waiter struct {
 	op      byte     // opGet or opWait
 	keys    []string // distinct
 	missing int      // keys not yet set
+	cost    int64    // charged against maxBytes while parked
 }
 
 // NewServer returns a Server configured by cfg. It does not listen yet.
@@ -83,14 +136,23 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.HandshakeTimeout < 0 {
 		return nil, fmt.Errorf("store: negative HandshakeTimeout %v", cfg.HandshakeTimeout)
 	}
+	if cfg.MaxBytes < 0 || cfg.MaxPending < 0 || cfg.MaxPendingPerSource < 0 || cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("store: negative limit in ServerConfig (MaxBytes %d, MaxPending %d, MaxPendingPerSource %d, MaxConns %d)",
+			cfg.MaxBytes, cfg.MaxPending, cfg.MaxPendingPerSource, cfg.MaxConns)
+	}
 	s := &Server{
 		token:            cfg.Token,
 		maxValue:         cfg.MaxValueSize,
+		maxBytes:         cmp.Or(cfg.MaxBytes, DefaultMaxBytes),
 		handshakeTimeout: cfg.HandshakeTimeout,
+		maxPending:       cmp.Or(cfg.MaxPending, DefaultMaxPending),
+		maxPendingSource: cmp.Or(cfg.MaxPendingPerSource, DefaultMaxPendingPerSource),
+		maxConns:         cmp.Or(cfg.MaxConns, DefaultMaxConns),
 		log:              cfg.Logger,
 		data:             make(map[string][]byte),
 		waiters:          make(map[string]map[*waiter]struct{}),
 		conns:            make(map[*serverConn]struct{}),
+		bySource:         make(map[string]*list.List),
 		done:             make(chan struct{}),
 	}
 	if s.maxValue == 0 {
@@ -101,6 +163,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	for _, l := range []*rateLog{&s.logRefused, &s.logBusy, &s.logBroken} {
+		l.log, l.every = s.log, logEvery
 	}
 	return s, nil
 }
@@ -169,6 +234,9 @@ func (s *Server) Close() error {
 		c.close()
 	}
 	s.wg.Wait()
+	for _, l := range []*rateLog{&s.logRefused, &s.logBusy, &s.logBroken} {
+		l.flush()
+	}
 	return nil
 }
 
@@ -216,17 +284,78 @@ func (s *Server) acceptLoop(l net.Listener) error {
 	}
 }
 
-// startConn registers conn and serves it in a new goroutine.
+// startConn registers conn and serves it in a new goroutine. When too many
+// connections are unauthenticated, it closes the oldest. It reports false
+// when the server is closed.
 func (s *Server) startConn(conn net.Conn) bool {
 	c := newServerConn(s, conn)
 	s.lmu.Lock()
-	defer s.lmu.Unlock()
 	if s.closed {
+		s.lmu.Unlock()
 		return false
 	}
+	var evict *serverConn
+	src := s.bySource[c.source]
+	if src == nil {
+		src = list.New()
+		s.bySource[c.source] = src
+	}
+	switch {
+	case src.Len() >= s.maxPendingSource:
+		evict = src.Front().Value.(*serverConn)
+	case s.pending.Len() >= s.maxPending:
+		evict = s.pending.Front().Value.(*serverConn)
+	}
+	if evict != nil {
+		s.unpend(evict)
+	}
+	c.inAll = s.pending.PushBack(c)
+	c.inSource = src.PushBack(c)
 	s.conns[c] = struct{}{}
 	s.wg.Go(func() { s.serveConn(c) })
+	total, fromSource := s.pending.Len(), src.Len()
+	s.lmu.Unlock()
+	if evict != nil {
+		evict.close()
+		s.logBusy.warn("store: too many unauthenticated connections; closed the oldest",
+			"closed", evict.remote, "new", c.remote, "from_source", fromSource, "total", total,
+			"limits", fmt.Sprintf("%d per source, %d in all", s.maxPendingSource, s.maxPending))
+	}
 	return true
+}
+
+// admit moves c from the unauthenticated connections to the authenticated
+// ones, unless those are at their limit or c was closed meanwhile.
+func (s *Server) admit(c *serverConn) error {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if c.inAll == nil {
+		return errors.New("connection closed to make room for newer ones")
+	}
+	if s.authed >= s.maxConns {
+		return fmt.Errorf("server has %d clients (ServerConfig.MaxConns)", s.authed)
+	}
+	s.unpend(c)
+	c.authed = true
+	s.authed++
+	return nil
+}
+
+// unpend forgets c's place among the unauthenticated connections, if it
+// still has one. s.lmu must be held.
+func (s *Server) unpend(c *serverConn) {
+	if c.inAll == nil {
+		return
+	}
+	s.pending.Remove(c.inAll)
+	c.inAll = nil
+	if src := s.bySource[c.source]; src != nil {
+		src.Remove(c.inSource)
+		if src.Len() == 0 {
+			delete(s.bySource, c.source)
+		}
+	}
+	c.inSource = nil
 }
 
 // serverConn is the server's side of one client connection.
@@ -234,6 +363,12 @@ type serverConn struct {
 	s      *Server
 	conn   net.Conn
 	remote string
+	source string // remote IP address
+
+	// Guarded by s.lmu: authenticated, or its places among the
+	// unauthenticated connections (nil once it has none).
+	authed          bool
+	inAll, inSource *list.Element
 
 	mu     sync.Mutex // guards queue and closed
 	cond   sync.Cond  // signalled when queue changes or the conn closes
@@ -254,6 +389,10 @@ func newServerConn(s *Server, conn net.Conn) *serverConn {
 	c := &serverConn{s: s, conn: conn, pending: make(map[uint64]*waiter)}
 	if a := conn.RemoteAddr(); a != nil {
 		c.remote = a.String()
+		c.source = c.remote
+		if ta, ok := a.(*net.TCPAddr); ok {
+			c.source = ta.IP.String()
+		}
 	}
 	c.cond.L = &c.mu
 	return c
@@ -299,7 +438,7 @@ func (c *serverConn) waitRoom() bool {
 
 // writeLoop writes queued responses until the connection closes.
 func (c *serverConn) writeLoop() {
-	bw := bufio.NewWriterSize(c.conn, 32<<10)
+	bw := bufio.NewWriterSize(c.conn, connBufSize)
 	var batch []outFrame
 	for {
 		c.mu.Lock()
@@ -329,20 +468,24 @@ func (c *serverConn) writeLoop() {
 func (s *Server) serveConn(c *serverConn) {
 	defer s.dropConn(c)
 	defer c.close()
-	br := bufio.NewReaderSize(c.conn, 32<<10)
+	// A small buffer until the client has proved the token: a flood of
+	// strangers costs little.
+	br := bufio.NewReaderSize(c.conn, 2*maxHandshakeBody)
 	if err := s.handshake(c, br); err != nil {
 		switch {
 		case errors.Is(err, ErrUnauthorized):
-			s.log.Warn("store: refused client", "remote", c.remote, "reason", err)
+			s.logRefused.warn("store: refused client", "remote", c.remote, "reason", err)
+		case errors.Is(err, errBusy):
+			s.logBusy.warn("store: refused client", "remote", c.remote, "reason", err)
 		case c.isClosed():
 		case errors.Is(err, errMalformed):
-			s.log.Warn("store: handshake failed", "remote", c.remote, "err", err)
+			s.logRefused.warn("store: handshake failed", "remote", c.remote, "err", err)
 		default:
 			s.log.Debug("store: handshake failed", "remote", c.remote, "err", err)
 		}
 		return
 	}
-	s.serveRequests(c, br)
+	s.serveRequests(c, bufio.NewReaderSize(br, connBufSize))
 }
 
 // serveRequests runs an authenticated connection: it starts the writer and
@@ -356,14 +499,14 @@ func (s *Server) serveRequests(c *serverConn, br *bufio.Reader) {
 			switch {
 			case err == io.EOF || c.isClosed():
 			case errors.Is(err, errMalformed):
-				s.log.Warn("store: dropping connection", "remote", c.remote, "err", err)
+				s.logBroken.warn("store: dropping connection", "remote", c.remote, "err", err)
 			default:
 				s.log.Debug("store: connection failed", "remote", c.remote, "err", err)
 			}
 			return
 		}
 		if err := s.handle(c, f); err != nil {
-			s.log.Warn("store: dropping connection", "remote", c.remote, "err", err)
+			s.logBroken.warn("store: dropping connection", "remote", c.remote, "err", err)
 			return
 		}
 		if !c.waitRoom() {
@@ -386,7 +529,13 @@ func (s *Server) dropConn(c *serverConn) {
 	}
 	s.mu.Unlock()
 	s.lmu.Lock()
-	delete(s.conns, c)
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		if c.authed {
+			s.authed--
+		}
+		s.unpend(c)
+	}
 	s.lmu.Unlock()
 }
 
@@ -415,11 +564,12 @@ func (s *Server) handshake(c *serverConn, br *bufio.Reader) error {
 
 	resp := binary.BigEndian.AppendUint16(nil, protoVersion)
 	resp = append(resp, serverNonce...)
-	resp = append(resp, proof(s.token, "server", clientNonce, serverNonce)...)
 	if _, err := c.conn.Write(appendFrame(nil, statusOK, 0, resp)); err != nil {
 		return err
 	}
 
+	// The client proves first, so a stranger learns nothing to test token
+	// guesses against.
 	auth, err := readFrame(br, maxHandshakeBody)
 	if err != nil {
 		return err
@@ -431,11 +581,18 @@ func (s *Server) handshake(c *serverConn, br *bufio.Reader) error {
 		c.conn.Write(appendFrame(nil, statusUnauthorized, 0, []byte("wrong job token")))
 		return fmt.Errorf("%w: wrong job token", ErrUnauthorized)
 	}
-	if _, err := c.conn.Write(appendFrame(nil, statusOK, 0, nil)); err != nil {
+	if err := s.admit(c); err != nil {
+		c.conn.Write(appendFrame(nil, statusError, 0, []byte(err.Error())))
+		return fmt.Errorf("%w: %w", errBusy, err)
+	}
+	if _, err := c.conn.Write(appendFrame(nil, statusOK, 0, proof(s.token, "server", clientNonce, serverNonce))); err != nil {
 		return err
 	}
 	return c.conn.SetDeadline(time.Time{})
 }
+
+// errBusy marks a client turned away by a connection limit.
+var errBusy = errors.New("store: server busy")
 
 // handle executes one request. An error means the client broke the protocol
 // and the connection must be dropped.
@@ -451,6 +608,11 @@ func (s *Server) handle(c *serverConn, f frame) error {
 			return nil
 		}
 		s.mu.Lock()
+		if err := s.charge(entryCost(key, value) - s.entryCost(key)); err != nil {
+			s.mu.Unlock()
+			c.replyError(f.id, statusTooLarge, "set %q: %v", key, err)
+			return nil
+		}
 		s.data[key] = value
 		s.wake(key)
 		s.mu.Unlock()
@@ -499,6 +661,7 @@ func (s *Server) handle(c *serverConn, f frame) error {
 			return err
 		}
 		s.mu.Lock()
+		s.held -= s.entryCost(key)
 		delete(s.data, key)
 		s.mu.Unlock()
 		c.reply(f.id, statusOK, nil)
@@ -530,7 +693,12 @@ func (s *Server) add(c *serverConn, id uint64, key string, delta int64) {
 		c.replyError(id, statusNotInteger, "adding %d to %d overflows int64", delta, old)
 		return
 	}
-	s.data[key] = strconv.AppendInt(nil, sum, 10)
+	v := strconv.AppendInt(nil, sum, 10)
+	if err := s.charge(entryCost(key, v) - s.entryCost(key)); err != nil {
+		c.replyError(id, statusTooLarge, "add %q: %v", key, err)
+		return
+	}
+	s.data[key] = v
 	s.wake(key)
 	c.reply(id, statusOK, binary.BigEndian.AppendUint64(nil, uint64(sum)))
 }
@@ -545,7 +713,14 @@ func (s *Server) park(c *serverConn, id uint64, op byte, missing []string) error
 		c.replyError(id, statusError, "too many pending calls on one connection (limit %d)", maxPendingPerConn)
 		return nil
 	}
-	w := &waiter{c: c, id: id, op: op, keys: missing, missing: len(missing)}
+	w := &waiter{c: c, id: id, op: op, keys: missing, missing: len(missing), cost: entryOverhead}
+	for _, k := range missing {
+		w.cost += int64(len(k)) + entryOverhead
+	}
+	if err := s.charge(w.cost); err != nil {
+		c.replyError(id, statusTooLarge, "wait for %d keys: %v", len(missing), err)
+		return nil
+	}
 	for _, k := range missing {
 		ws := s.waiters[k]
 		if ws == nil {
@@ -560,6 +735,7 @@ func (s *Server) park(c *serverConn, id uint64, op byte, missing []string) error
 
 // unpark forgets w without answering it. s.mu must be held.
 func (s *Server) unpark(w *waiter) {
+	s.held -= w.cost
 	delete(w.c.pending, w.id)
 	for _, k := range w.keys {
 		if ws := s.waiters[k]; ws != nil {
@@ -585,10 +761,37 @@ func (s *Server) wake(key string) {
 			continue
 		}
 		delete(w.c.pending, w.id)
+		s.held -= w.cost
 		if w.op == opGet {
 			w.c.reply(w.id, statusOK, s.data[key])
 		} else {
 			w.c.reply(w.id, statusOK, nil)
 		}
 	}
+}
+
+// entryCost is what holding key with value costs against MaxBytes.
+func entryCost(key string, value []byte) int64 {
+	return int64(len(key)) + int64(len(value)) + entryOverhead
+}
+
+// entryCost is what the current entry of key costs, 0 when there is none.
+// s.mu must be held.
+func (s *Server) entryCost(key string) int64 {
+	v, ok := s.data[key]
+	if !ok {
+		return 0
+	}
+	return entryCost(key, v)
+}
+
+// charge adds n bytes to what the server holds, or fails, changing
+// nothing, when that would exceed MaxBytes. s.mu must be held.
+func (s *Server) charge(n int64) error {
+	if n > 0 && s.held+n > s.maxBytes {
+		return fmt.Errorf("store is full: it holds %d bytes and %d more would exceed its limit of %d (ServerConfig.MaxBytes)",
+			s.held, n, s.maxBytes)
+	}
+	s.held += n
+	return nil
 }

@@ -18,11 +18,25 @@
 // # Security
 //
 // A TCP server admits only clients that know the job token. Each side proves
-// knowledge of it with an HMAC over fresh random nonces, so the token itself
-// never crosses the network and a client also refuses a server that does not
-// know it. Traffic is not encrypted: keep the store on a trusted network.
-// Every frame's length is checked before it is read, and no input from the
-// network can make either side panic or allocate more than it was sent.
+// knowledge of it with an HMAC over fresh random nonces from both sides, the
+// client first, so the token itself never crosses the network, a recorded
+// proof cannot be replayed, a stranger who connects gets nothing to test
+// token guesses against, and a client also refuses a server that does not
+// know the token. Traffic is not encrypted: keep the store on a trusted
+// network. Every frame's length is checked before it is read, and no input
+// from the network can make either side panic or allocate more than it was
+// sent.
+//
+// A server bounds what others can make it hold (see ServerConfig): the bytes
+// of stored data and parked calls (MaxBytes), the connections still
+// authenticating, in all and per source address, with the oldest closed
+// first so clients that know the token still get in during a flood
+// (MaxPending, MaxPendingPerSource), and the authenticated connections
+// (MaxConns). It logs refusals at most once every few seconds per kind,
+// with the count of those it left out.
+//
+// A FileStore trusts only a directory, and files in it, that belong to the
+// current user and that no one else may write (see NewFileStore).
 package store
 
 import (

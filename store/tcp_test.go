@@ -132,13 +132,13 @@ func TestImpostorServer(t *testing.T) {
 		if _, err := readFrame(br, maxHandshakeBody); err != nil {
 			return
 		}
-		fake := make([]byte, 2+nonceSize+proofSize)
-		binary.BigEndian.PutUint16(fake, protoVersion)
-		conn.Write(appendFrame(nil, statusOK, 0, fake))
+		nonce := make([]byte, 2+nonceSize)
+		binary.BigEndian.PutUint16(nonce, protoVersion)
+		conn.Write(appendFrame(nil, statusOK, 0, nonce))
 		if _, err := readFrame(br, maxHandshakeBody); err != nil {
 			return
 		}
-		conn.Write(appendFrame(nil, statusOK, 0, nil))
+		conn.Write(appendFrame(nil, statusOK, 0, make([]byte, proofSize))) // a proof it cannot make
 		io.Copy(io.Discard, br)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -518,4 +518,64 @@ func TestClientThatDoesNotRead(t *testing.T) {
 		t.Errorf("Close with a stalled client took %v", d)
 	}
 	<-wrote
+}
+
+// TestClientProvesFirst checks that a stranger who connects learns nothing
+// derived from the token: the server answers a hello with its nonce only,
+// and answers a wrong proof with a refusal, never with its own proof.
+func TestClientProvesFirst(t *testing.T) {
+	checkNoLeaks(t)
+	srv := startServer(t, ServerConfig{Token: testToken})
+	conn, br := rawConn(t, srv, false)
+	clientNonce := bytes.Repeat([]byte{7}, nonceSize)
+	conn.Write(appendFrame(nil, opHello, 0, helloPayload(protoVersion, clientNonce)))
+	hello, err := readFrame(br, maxHandshakeBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hello.kind != statusOK || len(hello.payload) != 2+nonceSize {
+		t.Fatalf("answer to a hello: status %d, %d bytes; want the version and a nonce only", hello.kind, len(hello.payload))
+	}
+	serverNonce := hello.payload[2:]
+	conn.Write(appendFrame(nil, opAuth, 0, proof("guess", "client", clientNonce, serverNonce)))
+	verdict, err := readFrame(br, maxHandshakeBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if verdict.kind != statusUnauthorized || bytes.Equal(verdict.payload, proof(testToken, "server", clientNonce, serverNonce)) {
+		t.Fatalf("answer to a wrong proof: status %d %q", verdict.kind, verdict.payload)
+	}
+	expectClosed(t, conn, br)
+}
+
+// TestReplayedProofRefused records a good client's handshake and replays
+// its proof on a new connection: the server's fresh nonce makes it useless.
+func TestReplayedProofRefused(t *testing.T) {
+	checkNoLeaks(t)
+	srv := startServer(t, ServerConfig{Token: testToken})
+	clientNonce := bytes.Repeat([]byte{9}, nonceSize)
+	var recorded []byte
+	for i := range 2 {
+		conn, br := rawConn(t, srv, false)
+		conn.Write(appendFrame(nil, opHello, 0, helloPayload(protoVersion, clientNonce)))
+		hello, err := readFrame(br, maxHandshakeBody)
+		if err != nil || hello.kind != statusOK {
+			t.Fatalf("hello: %v, status %d", err, hello.kind)
+		}
+		if i == 0 {
+			recorded = proof(testToken, "client", clientNonce, hello.payload[2:])
+		}
+		conn.Write(appendFrame(nil, opAuth, 0, recorded))
+		verdict, err := readFrame(br, maxHandshakeBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := statusOK
+		if i == 1 {
+			want = statusUnauthorized
+		}
+		if verdict.kind != want {
+			t.Fatalf("attempt %d with the recorded proof: status %d, want %d", i, verdict.kind, want)
+		}
+	}
 }
