@@ -45,6 +45,9 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 )
 
 // Store is a key-value store shared by the ranks of a job. Its methods are
@@ -126,6 +129,9 @@ func checkKey(op, key string) error {
 //	tcp://host:port   a TCP store server (see Dial); token is the job token
 //	file:///abs/dir   a FileStore in a directory shared by the ranks
 //
+// and any scheme registered with Register, such as etcd:// when the program
+// imports github.com/hcomm-go/hcomm/store/etcdstore.
+//
 // For a file store, token is not used: access is governed by the
 // directory's permissions. Open of a TCP store waits, until ctx ends, for the
 // server to come up.
@@ -153,7 +159,64 @@ func Open(ctx context.Context, rawURL string, token string) (Store, error) {
 			return nil, err
 		}
 		return fs, nil
-	default:
-		return nil, fmt.Errorf("store: bad store URL %q: scheme must be tcp or file", rawURL)
 	}
+	registry.Lock()
+	open := registry.m[u.Scheme]
+	registry.Unlock()
+	if open == nil {
+		return nil, fmt.Errorf("store: bad store URL %q: scheme must be tcp or file%s", Redact(rawURL), registeredSchemes())
+	}
+	return open(ctx, u, token)
+}
+
+// An Opener opens the store a URL of its scheme names; token is the job
+// token (an implementation with its own access control may ignore it).
+type Opener func(ctx context.Context, u *url.URL, token string) (Store, error)
+
+var registry struct {
+	sync.Mutex
+	m map[string]Opener
+}
+
+// Register makes Open hand URLs of scheme to open. A package providing a
+// store calls it from its init function, so that importing the package is
+// enough:
+//
+//	import _ "github.com/hcomm-go/hcomm/store/etcdstore" // etcd://host:2379/prefix
+//
+// Register panics if scheme is tcp, file or already registered.
+func Register(scheme string, open Opener) {
+	registry.Lock()
+	defer registry.Unlock()
+	if scheme == "tcp" || scheme == "file" || registry.m[scheme] != nil {
+		panic("store: Register of scheme " + scheme + " twice")
+	}
+	if registry.m == nil {
+		registry.m = make(map[string]Opener)
+	}
+	registry.m[scheme] = open
+}
+
+func registeredSchemes() string {
+	registry.Lock()
+	defer registry.Unlock()
+	var names []string
+	for s := range registry.m {
+		names = append(names, s)
+	}
+	if len(names) == 0 {
+		return " (or a scheme whose package the program imports, such as etcd with github.com/hcomm-go/hcomm/store/etcdstore)"
+	}
+	slices.Sort(names)
+	return " or " + strings.Join(names, ", ")
+}
+
+// Redact returns rawURL with any password replaced by "xxxxx", for error
+// messages and logs.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

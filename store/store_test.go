@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,44 @@ func TestMaxKeySize(t *testing.T) {
 		if v, err := s.Get(ctx, long); err != nil || string(v) != "ok" {
 			t.Fatalf("%T: Get with a %d-byte key = %q, %v", s, MaxKeySize, v, err)
 		}
+	}
+}
+
+func TestRegister(t *testing.T) {
+	checkNoLeaks(t)
+	ctx := testCtx(t)
+	if _, err := Open(ctx, "mem://x/y", ""); err == nil || !strings.Contains(err.Error(), "etcdstore") {
+		t.Fatalf("Open of an unregistered scheme: err = %v, want a hint at etcdstore", err)
+	}
+	var got *url.URL
+	Register("mem", func(ctx context.Context, u *url.URL, token string) (Store, error) {
+		got = u
+		return NewFileStore(t.TempDir())
+	})
+	defer func() {
+		registry.Lock()
+		delete(registry.m, "mem")
+		registry.Unlock()
+	}()
+	s, err := Open(ctx, "mem://host/prefix", "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if got == nil || got.Host != "host" || got.Path != "/prefix" {
+		t.Fatalf("the registered opener got %v", got)
+	}
+	for _, scheme := range []string{"tcp", "file", "mem"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", scheme)
+				}
+			}()
+			Register(scheme, nil)
+		}()
+	}
+	if _, err := Open(ctx, "other://u:secret@h/p", ""); err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "mem") {
+		t.Fatalf("Open of an unknown scheme: err = %v, want the registered schemes and no password", err)
 	}
 }
