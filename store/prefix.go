@@ -11,10 +11,15 @@ import (
 // disturb each other's keys. Views nest.
 //
 // Closing the view fails its own pending and later calls with ErrClosed but
-// leaves s open: s belongs to whoever created it.
+// leaves s open: s belongs to whoever created it. An empty prefix gives a
+// view with s's own keys, a way to lend s to code that closes what it is
+// given.
 func WithPrefix(s Store, prefix string) Store {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &prefixStore{base: s, prefix: prefix + "/", life: ctx, cancel: cancel}
+	if prefix != "" {
+		prefix += "/"
+	}
+	return &prefixStore{base: s, prefix: prefix, life: ctx, cancel: cancel}
 }
 
 type prefixStore struct {
