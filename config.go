@@ -7,6 +7,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/exec"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/settings"
+	"github.com/hcomm-go/hcomm/store"
 )
 
 // DefaultTimeout bounds every collective when neither Config.Timeout nor
@@ -29,6 +30,13 @@ type Config struct {
 	// Token is the job's shared secret (Init only). Empty means
 	// HCOMM_TOKEN.
 	Token string
+
+	// Rendezvous, when set, is the store the ranks meet through (Init
+	// only), instead of the one Store or HCOMM_STORE names: any
+	// implementation of store.Store, such as a program's own coordination
+	// service or an etcdstore.Store. Init does not close it. Each job
+	// needs a store (or key prefix, see store.WithPrefix) of its own.
+	Rendezvous store.Store
 
 	// Timeout bounds each operation (collective, Send, Recv, Barrier,
 	// Split) in addition to the caller's ctx; whichever ends first wins.

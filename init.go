@@ -46,7 +46,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
 	}
 	vals.Log(set.log)
-	if jc.Size == 1 && jc.StoreURL == "" {
+	if jc.Size == 1 && jc.StoreURL == "" && jc.Store == nil {
 		f := local.NewFabric(1)
 		return newComm(0, 1, "world", set, f.Endpoint(0), nil, f, plan.MemoryModel), nil
 	}
@@ -107,7 +107,7 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 		return j, err
 	}
 	if cfg != nil {
-		j.StoreURL, j.Token = cfg.Store, cfg.Token
+		j.StoreURL, j.Token, j.Store = cfg.Store, cfg.Token, cfg.Rendezvous
 	}
 	if j.StoreURL == "" {
 		j.StoreURL = v.Store
@@ -115,11 +115,11 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 	if j.Token == "" {
 		j.Token = v.Token
 	}
-	if j.StoreURL == "" && v.MasterAddr != "" {
+	if j.StoreURL == "" && j.Store == nil && v.MasterAddr != "" {
 		j.StoreURL = "tcp://" + net.JoinHostPort(v.MasterAddr, v.MasterPort)
 		j.HostStore = net.JoinHostPort("", v.MasterPort)
 	}
-	if j.Size > 1 && j.StoreURL == "" {
+	if j.Size > 1 && j.StoreURL == "" && j.Store == nil {
 		return j, invalid("rank %d of %d has no rendezvous store: set HCOMM_STORE (tcp://host:port or file:///dir) or MASTER_ADDR/MASTER_PORT, or start the job with `hcomm run`", j.Rank, j.Size)
 	}
 	if j.Token == "" && j.Size > 1 {
@@ -140,7 +140,7 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 	}
 	o.Host = boot.HostID(v.Hostname)
 	storeHost := ""
-	if u, err := url.Parse(j.StoreURL); err == nil && u.Scheme == "tcp" {
+	if u, err := url.Parse(j.StoreURL); err == nil && u.Scheme != "file" {
 		storeHost = u.Hostname()
 	}
 	if o.ListenHost, o.AdvertiseHost, err = boot.ListenAddress(storeHost, v.SocketAddr, v.SocketIfname); err != nil {

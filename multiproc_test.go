@@ -76,6 +76,10 @@ func TestRankProcess(t *testing.T) {
 		rankTopology(t, c)
 		rankMatrix[float32](t, []*Comm{c})
 		rankLarge(t, c)
+	case "barrier":
+		if err := c.Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

@@ -31,7 +31,10 @@ type Job struct {
 type JobConfig struct {
 	Rank, Size int
 	StoreURL   string
-	HostStore  string // address to serve the store on at rank 0 (torchrun style), or ""
+	// Store, when set, is the program's own store (Config.Rendezvous),
+	// used instead of StoreURL and left open at Close.
+	Store     store.Store
+	HostStore string // address to serve the store on at rank 0 (torchrun style), or ""
 	Token      string // the job secret, for the store
 	// Connect bounds each later communicator's connection (Split).
 	Connect time.Duration
@@ -58,12 +61,24 @@ func OpenJob(ctx context.Context, cfg JobConfig) (*Job, error) {
 			return nil, fmt.Errorf("rank 0 cannot serve the store on %s: %w", cfg.HostStore, err)
 		}
 	}
-	st, err := store.Open(ctx, cfg.StoreURL, cfg.Token)
-	if err != nil {
+	var st store.Store
+	var err error
+	if cfg.Store != nil {
+		st = store.WithPrefix(cfg.Store, "") // closing it leaves the program's store open
+	} else if st, err = store.Open(ctx, cfg.StoreURL, cfg.Token); err != nil {
 		if srv != nil {
 			srv.Close()
 		}
-		return nil, fmt.Errorf("cannot reach the store %s: %w", cfg.StoreURL, err)
+		return nil, fmt.Errorf("cannot reach the store %s: %w", store.Redact(cfg.StoreURL), err)
+	}
+	// A store left over from an earlier job fails here, at once, rather
+	// than after the connect timeout with that job's addresses.
+	if err := store.JoinJob(ctx, st, cfg.Rank); err != nil {
+		st.Close()
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, err
 	}
 	j := &Job{st: st, srv: srv, opts: cfg.Options, size: cfg.Size, connect: cfg.Connect, log: log}
 	j.watch = diag.NewWatcher(st, cfg.Rank)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -171,9 +172,12 @@ var Table = []Var{
 			return strconv.Itoa(v.Size)
 		}},
 	{Name: "HCOMM_STORE", Type: "string", Field: "Store",
-		Doc:   "rendezvous store: tcp://host:port or file:///shared/dir",
+		Doc:   "rendezvous store: tcp://host:port, file:///shared/dir, or etcd://host:2379/prefix (with store/etcdstore imported)",
 		parse: stringVar(func(v *Values) *string { return &v.Store }),
 		show: func(v *Values) string {
+			if u, err := url.Parse(v.Store); err == nil && u.User != nil {
+				return u.Redacted() // no etcd password in the log
+			}
 			return v.Store
 		}},
 	{Name: "MASTER_ADDR", Type: "string",
