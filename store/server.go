@@ -59,7 +59,7 @@ type ServerConfig struct {
 const (
 	DefaultMaxBytes            = 256 << 20
 	DefaultMaxPending          = 1024
-	DefaultMaxPendingPerSource = 64
+	DefaultMaxPendingPerSource = 256
 	DefaultMaxConns            = 16384
 )
 
