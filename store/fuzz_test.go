@@ -135,6 +135,9 @@ func FuzzServerFrames(f *testing.F) {
 		for k, v := range srv.data {
 			stored += entryCost(k, v)
 		}
+		if srv.reading != 0 {
+			t.Fatalf("%d bytes still reserved for frames being read", srv.reading)
+		}
 		if srv.held != stored {
 			t.Fatalf("server charges %d bytes for %d bytes of data and no parked calls", srv.held, stored)
 		}

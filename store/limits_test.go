@@ -279,3 +279,52 @@ func dialOnceWith(ctx context.Context, d net.Dialer, addr, token string) (*Clien
 	}
 	return newClient(conn, br, addr, 0), nil
 }
+
+// TestLargeRequestsInFlight checks that large requests being received
+// count against their own MaxBytes budget: while one client sends a big
+// Set slowly, another's big Set is refused, not buffered.
+func TestLargeRequestsInFlight(t *testing.T) {
+	checkNoLeaks(t)
+	srv := startServer(t, ServerConfig{Token: testToken, MaxBytes: 1 << 20})
+	value := make([]byte, 600<<10)
+	frame := appendFrame(nil, opSet, 1, append(appendKey(nil, "big"), value...))
+	slow, slowBr := rawConn(t, srv, true)
+	half := len(frame) / 2
+	if _, err := slow.Write(frame[:half]); err != nil {
+		t.Fatal(err)
+	}
+	for { // until the server has reserved the slow request's bytes
+		srv.mu.Lock()
+		r := srv.reading
+		srv.mu.Unlock()
+		if r > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fast, fastBr := rawConn(t, srv, true)
+	go fast.Write(frame)
+	f, err := readFrame(fastBr, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := responseError(f.kind, f.payload); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("a second large request while the first is received: %v, want ErrTooLarge (busy)", err)
+	}
+	if _, err := slow.Write(frame[half:]); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := readFrame(slowBr, 1<<20); err != nil || f.kind != statusOK {
+		t.Fatalf("the first large request: status %d, %v", f.kind, err)
+	}
+	// The connection that was refused is still in step.
+	go fast.Write(appendFrame(nil, opGet, 2, []byte("big")))
+	if f, err := readFrame(fastBr, 1<<20); err != nil || f.kind != statusOK || len(f.payload) != len(value) {
+		t.Fatalf("Get after the refusal: status %d, %d bytes, %v", f.kind, len(f.payload), err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.reading != 0 {
+		t.Errorf("%d bytes still reserved for reading", srv.reading)
+	}
+}

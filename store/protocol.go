@@ -124,34 +124,58 @@ func appendFrame(dst []byte, kind byte, id uint64, payload []byte) []byte {
 // at most maxBody bytes. It returns io.EOF only when r ends cleanly between
 // frames.
 func readFrame(r *bufio.Reader, maxBody int) (frame, error) {
+	f, _, err := readFrameBudget(r, maxBody, nil)
+	return f, err
+}
+
+// readFrameBudget is readFrame with a memory budget: before reading a body
+// larger than readChunk it asks reserve for the body's bytes. When reserve
+// refuses, the body is read through and dropped, and the frame comes back
+// with its kind and id, a nil payload and skipped set, for the caller to
+// answer. A nil reserve grants everything.
+func readFrameBudget(r *bufio.Reader, maxBody int, reserve func(n int) bool) (f frame, skipped bool, err error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		if err == io.EOF {
-			return frame{}, io.EOF
+			return frame{}, false, io.EOF
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return frame{}, fmt.Errorf("%w: truncated length", errMalformed)
+			return frame{}, false, fmt.Errorf("%w: truncated length", errMalformed)
 		}
 		var oe *net.OpError
 		if errors.As(err, &oe) {
 			// The connection failed (reset by a peer that died, say);
 			// that is not the peer's protocol error.
-			return frame{}, err
+			return frame{}, false, err
 		}
-		return frame{}, fmt.Errorf("%w: %v", errMalformed, err)
+		return frame{}, false, fmt.Errorf("%w: %v", errMalformed, err)
 	}
 	if n < 2 || n > uint64(maxBody) {
-		return frame{}, fmt.Errorf("%w: frame claims %d bytes, limit %d", errMalformed, n, maxBody)
+		return frame{}, false, fmt.Errorf("%w: frame claims %d bytes, limit %d", errMalformed, n, maxBody)
+	}
+	if n > readChunk && reserve != nil && !reserve(int(n)) {
+		hdr, err := r.Peek(1 + binary.MaxVarintLen64) // n is larger
+		if err != nil {
+			return frame{}, false, fmt.Errorf("%w: truncated frame of %d bytes: %v", errMalformed, n, err)
+		}
+		id, k := binary.Uvarint(hdr[1:])
+		if k <= 0 {
+			return frame{}, false, fmt.Errorf("%w: bad request id", errMalformed)
+		}
+		if _, err := r.Discard(int(n)); err != nil {
+			return frame{}, false, fmt.Errorf("%w: truncated frame of %d bytes: %v", errMalformed, n, err)
+		}
+		return frame{kind: hdr[0], id: id}, true, nil
 	}
 	body, err := readBody(r, int(n))
 	if err != nil {
-		return frame{}, fmt.Errorf("%w: truncated frame of %d bytes: %v", errMalformed, n, err)
+		return frame{}, false, fmt.Errorf("%w: truncated frame of %d bytes: %v", errMalformed, n, err)
 	}
 	id, k := binary.Uvarint(body[1:])
 	if k <= 0 {
-		return frame{}, fmt.Errorf("%w: bad request id", errMalformed)
+		return frame{}, false, fmt.Errorf("%w: bad request id", errMalformed)
 	}
-	return frame{kind: body[0], id: id, payload: body[1+k:]}, nil
+	return frame{kind: body[0], id: id, payload: body[1+k:]}, false, nil
 }
 
 // readBody reads exactly n bytes, growing its buffer as data arrives rather

@@ -29,7 +29,10 @@ type ServerConfig struct {
 	// MaxBytes bounds the memory the stored data may take: the keys and
 	// values held, plus the keys of the Get and Wait calls parked until
 	// their keys are set. A Set, Add, Get or Wait that would go beyond it
-	// fails with ErrTooLarge ("store is full"). Zero means
+	// fails with ErrTooLarge ("store is full"). Large requests being
+	// received count against a second budget of the same size, so the
+	// server holds at most about twice MaxBytes; a request that finds that
+	// one spent fails with ErrTooLarge ("store is busy"). Zero means
 	// DefaultMaxBytes.
 	MaxBytes int64
 	// HandshakeTimeout bounds how long a new connection may take to
@@ -102,6 +105,7 @@ type Server struct {
 	data    map[string][]byte
 	waiters map[string]map[*waiter]struct{}
 	held    int64 // bytes charged against maxBytes
+	reading int64 // bytes of large frames being read, also up to maxBytes
 
 	lmu       sync.Mutex // guards listeners, conns, closed and the counts below
 	listeners []net.Listener
@@ -493,8 +497,41 @@ func (s *Server) serveConn(c *serverConn) {
 func (s *Server) serveRequests(c *serverConn, br *bufio.Reader) {
 	s.wg.Go(c.writeLoop)
 	maxBody := frameSlack + s.maxValue
+	// Large frames being read count against a budget of MaxBytes of their
+	// own, so that clients sending at once cannot make the server hold
+	// more than that beside the data.
+	var reserved int64
+	reserve := func(n int) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.reading+int64(n) > s.maxBytes {
+			return false
+		}
+		s.reading += int64(n)
+		reserved = int64(n)
+		return true
+	}
 	for {
-		f, err := readFrame(br, maxBody)
+		f, skipped, err := readFrameBudget(br, maxBody, reserve)
+		if reserved > 0 {
+			// Read: from here the data counts as stored, or is dropped.
+			s.mu.Lock()
+			s.reading -= reserved
+			s.mu.Unlock()
+			reserved = 0
+		}
+		if err == nil && skipped {
+			msg := fmt.Sprintf("store is busy: large requests being received already take its limit of %d bytes (ServerConfig.MaxBytes); try again", s.maxBytes)
+			if f.kind == opCancel {
+				err = fmt.Errorf("%w: oversized cancel", errMalformed)
+			} else {
+				c.reply(f.id, statusTooLarge, []byte(msg))
+				if !c.waitRoom() {
+					return
+				}
+				continue
+			}
+		}
 		if err != nil {
 			switch {
 			case err == io.EOF || c.isClosed():
