@@ -35,7 +35,7 @@ type JobConfig struct {
 	// used instead of StoreURL and left open at Close.
 	Store     store.Store
 	HostStore string // address to serve the store on at rank 0 (torchrun style), or ""
-	Token      string // the job secret, for the store
+	Token     string // the job secret, for the store
 	// Connect bounds each later communicator's connection (Split).
 	Connect time.Duration
 	// Options is the template of every communicator's transport options
