@@ -435,6 +435,14 @@ func TestClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	runAll(t, []*Transport{tr0, tr1}, func(tr *Transport) error { return exchange(ctx, tr) })
+	// Small socket buffers, so that the 32 MiB Send below cannot fit in
+	// the kernel's (loopback autotuning allows tens of MiB per socket).
+	for _, c := range tr0.peers[1].conns {
+		c.nc.(*net.TCPConn).SetWriteBuffer(64 << 10)
+	}
+	for _, c := range tr1.peers[0].conns {
+		c.nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+	}
 
 	blocked := make(chan error, 2)
 	go func() {
