@@ -41,12 +41,18 @@ type Fabric struct {
 	eps []*Transport
 
 	mu   sync.Mutex
-	subs map[string]*Fabric
+	subs map[string]*pending // sub-fabrics not yet claimed by all their ranks
+}
+
+// pending is a sub-fabric and how many of its ranks have claimed it.
+type pending struct {
+	f       *Fabric
+	claimed int
 }
 
 // NewFabric returns a fabric of n endpoints.
 func NewFabric(n int) *Fabric {
-	f := &Fabric{n: n, ch: make([][]channel, n), eps: make([]*Transport, n), subs: map[string]*Fabric{}}
+	f := &Fabric{n: n, ch: make([][]channel, n), eps: make([]*Transport, n), subs: map[string]*pending{}}
 	for s := range f.ch {
 		f.ch[s] = make([]channel, n)
 		for d := range f.ch[s] {
@@ -63,19 +69,28 @@ func NewFabric(n int) *Fabric {
 func (f *Fabric) Endpoint(rank int) *Transport { return f.eps[rank] }
 
 // Sub returns the fabric named key with n endpoints, creating it on first
-// use: every rank asking for the same key gets the same fabric. It is how
-// the ranks of a split communicator find each other.
+// use: each of its n ranks asks once, and all get the same fabric. It is how
+// the ranks of a split communicator find each other. Once all n have asked,
+// f forgets the key (the ranks hold the fabric), so that a program that
+// splits again and again does not make f grow; keys must not be reused.
 func (f *Fabric) Sub(key string, n int) (*Fabric, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("local: fabric %q of %d ranks", key, n)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.subs[key]
 	if !ok {
-		s = NewFabric(n)
+		s = &pending{f: NewFabric(n)}
 		f.subs[key] = s
-	} else if s.n != n {
-		return nil, fmt.Errorf("local: fabric %q has %d ranks, asked for %d", key, s.n, n)
+	} else if s.f.n != n {
+		return nil, fmt.Errorf("local: fabric %q has %d ranks, asked for %d", key, s.f.n, n)
 	}
-	return s, nil
+	s.claimed++
+	if s.claimed == n {
+		delete(f.subs, key)
+	}
+	return s.f, nil
 }
 
 // Transport is one rank's endpoint of a Fabric.
