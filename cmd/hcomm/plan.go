@@ -21,10 +21,10 @@ Explains the planner: for each size, every candidate algorithm's predicted
 time under the planner's α–β–γ cost model (the one a communicator uses:
 "memory" when all ranks share a host, "network" otherwise), the algorithm
 the planner picks, and the terms that decided it — the pick's α (latency),
-β (bytes sent) and γ (bytes reduced) costs against the runner-up's. With a
-topology of several hosts, AllReduce also lists the host-aware algorithms
-(hring, hier) under their per-link-class cost, which hcomm topo reports and
-the planner does not choose yet. -sim adds internal/sim's prediction for
+β (bytes sent), γ (bytes reduced) and δ (bytes copied) costs against the
+runner-up's. With a topology of several hosts, AllReduce also lists the
+host-aware algorithms (hring, hier) under their per-link-class cost, which
+hcomm topo reports and the planner does not choose yet. -sim adds internal/sim's prediction for
 the pick. Sizes are counted as hcomm perf counts them. Flags:
 `
 
@@ -123,16 +123,16 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		row := fmt.Sprintf("  %12d", reported)
 		type cost struct {
-			name    string
-			total   float64
-			a, b, g float64
+			name       string
+			total      float64
+			a, b, g, d float64
 		}
 		var costs []cost
 		for _, a := range cands {
 			c := cost{name: a.Name, total: math.Inf(1)}
 			if a.Supports(s) {
 				total, terms := planCost(model, a, s, es)
-				c = cost{a.Name, total, terms[0], terms[1], terms[2]}
+				c = cost{a.Name, total, terms[0], terms[1], terms[2], terms[3]}
 			}
 			costs = append(costs, c)
 			row += " " + usCol(c.total)
@@ -159,7 +159,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		row += "  " + pick.Name
 		if p != nil && ru != nil {
-			row += fmt.Sprintf(" over %s: %s", ru.name, why(p.a-ru.a, p.b-ru.b, p.g-ru.g))
+			row += fmt.Sprintf(" over %s: %s", ru.name, why(p.a-ru.a, p.b-ru.b, p.g-ru.g, p.d-ru.d))
 		}
 		if *withSim {
 			r, err := sim.Simulate(topo, pick, coll, *n, size, sim.Options{})
@@ -175,11 +175,11 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 // planCost is the planner's predicted time of a for s, and its α
-// (latency), β (bytes sent) and γ (bytes reduced) parts: the model is
-// linear in each, so the parts are the cost with only one rate set, and
-// they add up to the total. (The one place hcomm plan calls the planner's
-// cost model.)
-func planCost(m plan.Model, a algo.Algorithm, s sched.Spec, es int) (total float64, terms [3]float64) {
+// (latency), β (bytes sent), γ (bytes reduced) and δ (bytes copied within a
+// rank) parts: the model is linear in each, so the parts are the cost with
+// only one rate set, and they add up to the total. (The one place hcomm
+// plan calls the planner's cost model.)
+func planCost(m plan.Model, a algo.Algorithm, s sched.Spec, es int) (total float64, terms [4]float64) {
 	for i := range terms {
 		only := plan.Model{Chunk: m.Chunk}
 		switch i {
@@ -187,12 +187,14 @@ func planCost(m plan.Model, a algo.Algorithm, s sched.Spec, es int) (total float
 			only.Alpha = m.Alpha
 		case 1:
 			only.Beta = m.Beta
-		default:
+		case 2:
 			only.Gamma = m.Gamma
+		default:
+			only.Delta = m.Delta
 		}
-		terms[i] = only.Cost(a.Name, s, es)
+		terms[i] = only.SpecCost(a, s, es)
 	}
-	return m.Cost(a.Name, s, es), terms
+	return m.SpecCost(a, s, es), terms
 }
 
 func usCol(sec float64) string {
@@ -203,13 +205,13 @@ func usCol(sec float64) string {
 }
 
 // why names the terms in which the pick beat the runner-up, largest first.
-func why(da, db, dg float64) string {
+func why(da, db, dg, dd float64) string {
 	type term struct {
 		name string
 		d    float64
 	}
-	ts := []term{{"α", da}, {"β", db}, {"γ", dg}}
-	// Sort by |d| descending (three items).
+	ts := []term{{"α", da}, {"β", db}, {"γ", dg}, {"δ", dd}}
+	// Sort by |d| descending (four items).
 	for i := range ts {
 		for j := i + 1; j < len(ts); j++ {
 			if math.Abs(ts[j].d) > math.Abs(ts[i].d) {

@@ -7,43 +7,20 @@
 //
 // # Cost model
 //
-// Costs are given in the α–β–γ model: α is the latency of one message, β the
-// time to move one element over a link, γ the time to reduce one element. n
-// is the number of ranks; m the elements of a rank's vector (AllReduce,
-// Reduce, Broadcast) or the total T = ΣCounts (AllGather, ReduceScatter,
-// Gather, Scatter) or a rank's row sum (AllToAll); L = ⌈log2 n⌉, P =
-// 2^⌊log2 n⌋ and f = 1 when n is not a power of two, else 0. "Steps" are
-// message rounds on the critical path (the α factor), "sent" the elements
-// the busiest rank sends (the β factor), "reduced" the elements it reduces
-// (the γ factor). Chain and dbtree use forwarding ops the executor
-// pipelines: cut into k chunks, a chain of s hops takes about
-// (s+k−1)·(α+β·m/k) instead of s·(α+β·m).
-//
-//	coll           algo           steps          sent               reduced          scratch
-//	AllReduce      ring           2(n−1)         2(n−1)/n·m         (n−1)/n·m        0
-//	AllReduce      rd             log2 P + 2f    (log2 P + f)·m     (log2 P + f)·m   m
-//	AllReduce      hd             2·log2 P + 2f  2(P−1)/P·m + f·m   (P−1)/P·m + f·m  0
-//	AllReduce      dbtree         ≈ 2·log2 n     ≤ 2m (piped)       ≤ m              0
-//	Reduce         binomial       L              m                  L·m (root)       m off root
-//	Reduce         chain          n−1 (piped)    m                  m                m off root
-//	Reduce         rsg            n              m                  (n−1)/n·m        2⌈m/n⌉ off root
-//	Broadcast      binomial       L              L·m (root)         -                0
-//	Broadcast      chain          n−1 (piped)    m                  -                0
-//	Broadcast      sag            L + n−1        ≈ 2(n−1)/n·m       -                0
-//	AllGather      ring           n−1            T − own            -                0
-//	AllGather      bruck          L              T − own            -                T (0 on rank 0)
-//	ReduceScatter  ring           n−1            T − own            T − own          2·max count
-//	ReduceScatter  rh             log2 P + 2f    ≈ (P−1)/P·T + f·T  as sent          ≈ T/2 (T folded)
-//	AllToAll       pairwise       n−1 (n+1 ip)   m − own            -                0 (2·max block ip)
-//	AllToAll       linear         1 (2 ip)       m − own            -                0 (m − own ip)
-//	Gather         linear         1              T to root          -                0
-//	Gather         binomial       L              T to root          -                range on sub-roots
-//	Scatter        linear         1              T (root)           -                0
-//	Scatter        binomial       L              T (root)           -                range on sub-roots
-//	Barrier        dissemination  L              L empty messages   -                0
-//
-// ("ip": in place.) The comment on each registry entry in the source repeats
-// its line next to a description of the algorithm.
+// Every algorithm carries its cost function (Algorithm.Cost, written next to
+// its builder): the terms of its critical path as functions of the rank
+// count p, the root, whether the call is in place and, for algorithms whose
+// forwarding ops the executor pipelines, the chunk size. The terms are what
+// sched.CriticalPath measures on the built programs in the one-port model
+// (a rank sends one message and receives one at a time, and does its local
+// copies before its messages): α, the messages on the critical path; β, γ
+// and δ, the elements moved, reduced and copied along it, as multiples of
+// the call's size n — a rank's vector for AllReduce, Reduce and Broadcast,
+// the total ΣCounts for AllGather, ReduceScatter, Gather and Scatter, a
+// rank's row sum for AllToAll. The δ term, beyond the textbook α–β–γ model,
+// tells apart algorithms that move the same data but copy it about (Bruck
+// rotates its result into place). A test holds every cost function to the
+// programs it prices.
 package algo
 
 import (
@@ -53,127 +30,153 @@ import (
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
-// Algorithm builds per-rank programs for one collective.
+// Algorithm builds per-rank programs for one collective and prices them.
 type Algorithm struct {
 	// Name is short and lower case; it is what HCOMM_ALGO selects.
 	Name string
 	// Coll is the collective the algorithm implements.
 	Coll sched.Coll
-	// Supports reports whether Build accepts the spec. Every algorithm
-	// supports every number of ranks and every count, including 0.
+	// Supports reports whether Build accepts the spec. Unless an entry
+	// says otherwise, an algorithm supports every number of ranks and
+	// every count, including 0.
 	Supports func(s sched.Spec) bool
 	// Build returns the program rank executes for s. It is deterministic
 	// and reads only what rank knows at run time (for AllToAll: row and
 	// column rank of s.Matrix).
 	Build func(s sched.Spec, rank int) (*sched.Program, error)
+	// Cost returns the critical-path terms of a uniform call of shape sh.
+	Cost func(sh Shape) Cost
+}
+
+// Shape is what a cost function knows of a call.
+type Shape struct {
+	// P is the number of ranks.
+	P int
+	// Root is the root of a rooted collective.
+	Root int
+	// InPlace reports whether the call is in place.
+	InPlace bool
+	// N is the size of the call (see the package comment) and Chunk the
+	// piece size the executor pipelines forwarding ops in, in one unit
+	// (elements or bytes). Only pipelined algorithms read them; Chunk 0
+	// means no pipelining.
+	N, Chunk float64
+}
+
+// Cost holds the critical-path terms of a call in the α–β–γ model,
+// extended by local copies: it takes Alpha·α + (Beta·β + Gamma·γ +
+// Delta·δ)·N, where α is the cost of a message, β of moving one unit, γ of
+// reducing one and δ of copying one within a rank.
+type Cost struct {
+	Alpha float64 // messages on the critical path
+	Beta  float64 // units moved along it, per unit of N
+	Gamma float64 // units reduced along it, per unit of N
+	Delta float64 // units copied along it, per unit of N
+}
+
+// Time returns the cost of a call of n units under the given rates.
+func (c Cost) Time(alpha, beta, gamma, delta, n float64) float64 {
+	return c.Alpha*alpha + (c.Beta*beta+c.Gamma*gamma+c.Delta*delta)*n
 }
 
 // builder is the signature shared by the algorithm implementations. The spec
 // has been checked by checkSpec before it is called.
 type builder func(p *prog)
 
-// algorithms is the registry, grouped by collective. The order within a
-// collective is the order For returns.
+// algorithms is the registry. The order within a collective is the order
+// For returns, and the planner takes the earlier of two algorithms of equal
+// cost.
+//
+// To add an algorithm: write its builder (a func(*prog) that appends the
+// rank's steps; see prog.go) and its cost function (a func(Shape) Cost
+// returning what sched.CriticalPath measures on its programs) side by side
+// in a file of this package, and add a def line below — or, from its own
+// file, call register(def(...)) in an init function (it then comes after
+// the entries below). Restrict it with .only(...) if it does not support
+// every spec. TestVerifyAll, TestCostMatchesSchedule and the root package's
+// TestMatrixAlgorithms pick it up from the registry; HCOMM_ALGO can force
+// it by name at once.
 var algorithms = []Algorithm{
 	// AllReduce ring: reduce-scatter then allgather around the ring.
-	// Steps 2(n−1); sent 2(n−1)/n·m; reduced (n−1)/n·m.
-	def(sched.AllReduce, "ring", ringAllReduce),
+	def(sched.AllReduce, "ring", ringAllReduce, ringAllReduceCost),
 	// AllReduce rd: recursive doubling on whole vectors; the n−P extra
 	// ranks fold into a partner first and get the result back at the end.
-	// Steps log2 P + 2f; sent (log2 P + f)·m; reduced (log2 P + f)·m.
 	// Scratch m.
-	def(sched.AllReduce, "rd", rdAllReduce),
+	def(sched.AllReduce, "rd", rdAllReduce, rdAllReduceCost),
 	// AllReduce hd: recursive-halving reduce-scatter and recursive-doubling
 	// allgather (Rabenseifner), with the same fold as rd.
-	// Steps 2·log2 P + 2f; sent 2(P−1)/P·m + f·m; reduced (P−1)/P·m + f·m.
-	def(sched.AllReduce, "hd", hdAllReduce),
+	def(sched.AllReduce, "hd", hdAllReduce, hdAllReduceCost),
 	// AllReduce dbtree: two complementary binary trees, each reducing then
 	// broadcasting half of the vector, both at once; every rank is a leaf
-	// in at least one tree. Steps about 2·⌊log2 n⌋ message slots (up and
-	// down each tree, both trees at once; at most 6 steps per rank, the
-	// forwarding ops pipelined); sent at most 2m (m/2 up plus m down in
-	// the tree where the rank is inner, m/2 up in the other); reduced at
-	// most m.
-	def(sched.AllReduce, "dbtree", dbtreeAllReduce),
+	// in at least one tree. The forwarding ops are pipelined.
+	def(sched.AllReduce, "dbtree", dbtreeAllReduce, dbtreeAllReduceCost),
 
-	// Reduce binomial: binomial tree toward the root.
-	// Steps L; sent m; reduced L·m at the root. Scratch m on inner ranks.
-	def(sched.Reduce, "binomial", binomialReduce),
+	// Reduce binomial: binomial tree toward the root. Scratch m on inner
+	// ranks.
+	def(sched.Reduce, "binomial", binomialReduce, binomialReduceCost),
 	// Reduce chain: one pipelined chain root+n−1 → … → root+1 → root.
-	// Steps n−1 (pipelined); sent m; reduced m. Scratch m on inner ranks.
-	def(sched.Reduce, "chain", chainReduce),
+	// Scratch m on inner ranks.
+	def(sched.Reduce, "chain", chainReduce, chainReduceCost),
 	// Reduce rsg: ring reduce-scatter, then every rank sends its reduced
-	// block to the root.
-	// Steps n; sent m (the root receives (n−1)/n·m in the last step);
-	// reduced (n−1)/n·m. Scratch 2⌈m/n⌉ on ranks other than the root.
-	def(sched.Reduce, "rsg", rsgReduce),
+	// block to the root. Scratch 2⌈m/n⌉ on ranks other than the root.
+	def(sched.Reduce, "rsg", rsgReduce, rsgReduceCost),
 
 	// Broadcast binomial: binomial tree from the root.
-	// Steps L; sent L·m at the root.
-	def(sched.Broadcast, "binomial", binomialBroadcast),
+	def(sched.Broadcast, "binomial", binomialBroadcast, binomialBroadcastCost),
 	// Broadcast chain: one pipelined chain root → root+1 → … → root+n−1.
-	// Steps n−1 (pipelined); sent m.
-	def(sched.Broadcast, "chain", chainBroadcast),
+	def(sched.Broadcast, "chain", chainBroadcast, chainBroadcastCost),
 	// Broadcast sag: binomial scatter of n blocks, then ring allgather
 	// (van de Geijn).
-	// Steps L + n−1; sent about 2(n−1)/n·m.
-	def(sched.Broadcast, "sag", sagBroadcast),
+	def(sched.Broadcast, "sag", sagBroadcast, sagBroadcastCost),
 
 	// AllGather ring: n−1 ring steps, unequal counts allowed.
-	// Steps n−1; sent T − Counts[r].
-	def(sched.AllGather, "ring", ringAllGather),
+	def(sched.AllGather, "ring", ringAllGather, ringAllGatherCost),
 	// AllGather bruck: ⌈log2 n⌉ rounds at distances 1, 2, 4, …, gathered
 	// in rank-relative order in scratch and rotated into place at the end;
-	// unequal counts allowed.
-	// Steps L; sent T − Counts[r]; Scratch T (none on rank 0).
-	def(sched.AllGather, "bruck", bruckAllGather),
+	// unequal counts allowed. Scratch T (none on rank 0).
+	def(sched.AllGather, "bruck", bruckAllGather, bruckAllGatherCost),
 
 	// ReduceScatter ring: n−1 ring steps, unequal counts allowed.
-	// Steps n−1; sent T − Counts[r]; reduced T − Counts[r].
 	// Scratch 2·max Counts.
-	def(sched.ReduceScatter, "ring", ringReduceScatter),
+	def(sched.ReduceScatter, "ring", ringReduceScatter, ringReduceScatterCost),
 	// ReduceScatter rh: recursive halving with the extra ranks folded into
-	// a partner, unequal counts allowed.
-	// Steps log2 P + 2f; sent about (P−1)/P·T + f·T; reduced the same.
-	// Scratch about T/2 (T on folding ranks).
-	def(sched.ReduceScatter, "rh", rhReduceScatter),
+	// a partner, unequal counts allowed. Scratch about T/2 (T on folding
+	// ranks).
+	def(sched.ReduceScatter, "rh", rhReduceScatter, rhReduceScatterCost),
 
 	// AllToAll pairwise: out of place, in step k rank r sends to r+k and
 	// receives from r−k; in place, ranks exchange in symmetric pairs
 	// (r with k−r mod n) through two scratch slots.
-	// Steps n−1 (n+1 in place); sent Σ row − own block.
 	// Scratch 0 (2·max block in place).
-	def(sched.AllToAll, "pairwise", pairwiseAllToAll),
+	def(sched.AllToAll, "pairwise", pairwiseAllToAll, pairwiseAllToAllCost),
 	// AllToAll linear: every send and receive posted in a single step.
-	// Steps 1 (2 in place); sent Σ row − own block.
 	// Scratch 0 (Σ column − own block in place).
-	def(sched.AllToAll, "linear", linearAllToAll),
+	def(sched.AllToAll, "linear", linearAllToAll, linearAllToAllCost),
 
 	// Gather linear: the root receives from every rank in one step.
-	// Steps 1; received T at the root.
-	def(sched.Gather, "linear", linearGather),
+	def(sched.Gather, "linear", linearGather, linearGatherCost),
 	// Gather binomial: recursive halving tree of contiguous rank ranges;
-	// each sub-root forwards its range's blocks in one message.
-	// Steps L; received about T at the root. Scratch on sub-roots: their
-	// range's elements.
-	def(sched.Gather, "binomial", binomialGather),
+	// each sub-root forwards its range's blocks in one message. Scratch
+	// on sub-roots: their range's elements.
+	def(sched.Gather, "binomial", binomialGather, binomialGatherCost),
 
 	// Scatter linear: the root sends to every rank in one step.
-	// Steps 1; sent T at the root.
-	def(sched.Scatter, "linear", linearScatter),
-	// Scatter binomial: Gather binomial reversed.
-	// Steps L; sent about T at the root. Scratch on sub-roots: their
-	// range's elements.
-	def(sched.Scatter, "binomial", binomialScatter),
+	def(sched.Scatter, "linear", linearScatter, linearGatherCost),
+	// Scatter binomial: Gather binomial reversed. Scratch on sub-roots:
+	// their range's elements.
+	def(sched.Scatter, "binomial", binomialScatter, binomialGatherCost),
 
 	// Barrier dissemination: in round k rank r signals r+2^k and waits
 	// for r−2^k, with zero-length messages.
-	// Steps L; sent L empty messages.
-	def(sched.Barrier, "dissemination", disseminationBarrier),
+	def(sched.Barrier, "dissemination", disseminationBarrier, disseminationBarrierCost),
 }
 
+// register appends a to the registry; it is for init functions of files
+// that keep an algorithm apart from the list above.
+func register(a Algorithm) { algorithms = append(algorithms, a) }
+
 // def wraps an implementation into an Algorithm that validates its input.
-func def(c sched.Coll, name string, build builder) Algorithm {
+func def(c sched.Coll, name string, build builder, cost func(Shape) Cost) Algorithm {
 	return Algorithm{
 		Name:     name,
 		Coll:     c,
@@ -189,11 +192,38 @@ func def(c sched.Coll, name string, build builder) Algorithm {
 			build(p)
 			return p.program(name), nil
 		},
+		Cost: func(sh Shape) Cost {
+			if sh.P > 1 {
+				return cost(sh)
+			}
+			if sh.InPlace || c == sched.Broadcast || c == sched.Barrier {
+				return Cost{}
+			}
+			return Cost{Delta: 1} // one rank copies In to Out
+		},
 	}
 }
 
+// only restricts a to the specs ok accepts (besides its collective).
+func (a Algorithm) only(ok func(s sched.Spec) bool) Algorithm {
+	all := a.Supports
+	a.Supports = func(s sched.Spec) bool { return all(s) && ok(s) }
+	build := a.Build
+	a.Build = func(s sched.Spec, rank int) (*sched.Program, error) {
+		if s.Coll == a.Coll && !ok(s) {
+			return nil, fmt.Errorf("algo: %s %s does not support this call", a.Coll, a.Name)
+		}
+		return build(s, rank)
+	}
+	return a
+}
+
 // All returns every algorithm, grouped by collective.
-func All() []Algorithm { return slices.Clone(algorithms) }
+func All() []Algorithm {
+	out := slices.Clone(algorithms)
+	slices.SortStableFunc(out, func(a, b Algorithm) int { return int(a.Coll) - int(b.Coll) })
+	return out
+}
 
 // For returns the algorithms implementing collective c.
 func For(c sched.Coll) []Algorithm {

@@ -72,3 +72,16 @@ func bruckAllGather(p *prog) {
 		sched.CopyOp(scr(rel[n-r], total-rel[n-r]), out(0, d[r])),
 	)
 }
+
+// ringAllGatherCost: p−1 steps moving one block each, and out of place the
+// copy of the own block.
+func ringAllGatherCost(sh Shape) Cost {
+	return Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Delta: ownCopy(sh)}
+}
+
+// bruckAllGatherCost: ⌈log2 p⌉ rounds moving the p−1 other blocks in all;
+// the own block is copied into Scratch first and the whole result, but for
+// the own block in place, rotated into Out last.
+func bruckAllGatherCost(sh Shape) Cost {
+	return Cost{Alpha: float64(ceilLog2(sh.P)), Beta: frac(sh.P), Delta: 1 + ownCopy(sh)}
+}

@@ -195,3 +195,39 @@ func hdAllReduce(p *prog) {
 		p.step(sched.SendOp(r-1, out(0, c)))
 	}
 }
+
+// ringAllReduceCost: 2(p−1) steps each moving a block of m/p, half of them
+// reducing it.
+func ringAllReduceCost(sh Shape) Cost {
+	p := float64(sh.P)
+	return Cost{Alpha: 2 * (p - 1), Beta: 2 * frac(sh.P), Gamma: frac(sh.P)}
+}
+
+// rdAllReduceCost: log2 P exchanges of the whole vector, each reduced; at
+// a p that is not a power of two, the fold adds one message and reduction
+// of the whole vector before and one message after.
+// In place with an odd number of rounds the running sum ends in Scratch and
+// is copied back.
+func rdAllReduceCost(sh Shape) Cost {
+	lf := floorLog2(sh.P)
+	l := float64(lf)
+	c := Cost{Alpha: l, Beta: l, Gamma: l}
+	if sh.P&(sh.P-1) != 0 {
+		c = Cost{Alpha: l + 2, Beta: l + 2, Gamma: l + 1}
+	}
+	if sh.InPlace && lf%2 == 1 {
+		c.Delta = 1
+	}
+	return c
+}
+
+// hdAllReduceCost: log2 P halving rounds moving and reducing (P−1)/P·m in
+// all, log2 P doubling rounds moving as much again, plus rd's fold.
+func hdAllReduceCost(sh Shape) Cost {
+	lf := floorLog2(sh.P)
+	l, f := float64(lf), frac(1<<lf)
+	if sh.P&(sh.P-1) == 0 {
+		return Cost{Alpha: 2 * l, Beta: 2 * f, Gamma: f}
+	}
+	return Cost{Alpha: 2*l + 2, Beta: 2*f + 2, Gamma: f + 1}
+}

@@ -24,9 +24,9 @@ func (a a2a) recvBlock(k int) sched.Region          { return out(a.rdisp[k], a.r
 
 // pairwiseAllToAll: out of place, in step k rank r sends to r+k and receives
 // from r−k. In place a block cannot be received where it has not yet been
-// sent, so ranks instead exchange in symmetric pairs (r with k−r mod n in
-// round k) into alternating Scratch slots, each copied into Out during the
-// next round.
+// sent, so ranks instead exchange in pairs, one pair per round, into
+// alternating Scratch slots, each copied into Out during the next round.
+// The rounds are those of exchangePartner: p−1 at an even p, p at an odd one.
 func pairwiseAllToAll(p *prog) {
 	n, r := p.n, p.rank
 	a := newA2A(p)
@@ -53,8 +53,8 @@ func pairwiseAllToAll(p *prog) {
 	}
 	var pending sched.Op // the copy out of the slot filled last round
 	i := 0
-	for k := range n {
-		peer := mod(k-r, n)
+	for k := range exchangeRounds(n) {
+		peer := exchangePartner(n, k, r)
 		if peer == r {
 			continue
 		}
@@ -72,7 +72,38 @@ func pairwiseAllToAll(p *prog) {
 	}
 }
 
-// linearAllToAll posts every send and receive in one step. In place the
+// exchangeRounds returns the number of rounds in which every pair of n ranks
+// meets once, each rank in at most one pair per round: n−1 for an even n,
+// n for an odd one.
+func exchangeRounds(n int) int {
+	if n%2 == 0 {
+		return n - 1
+	}
+	return n
+}
+
+// exchangePartner returns rank r's partner in round k of exchangeRounds(n),
+// r itself when r sits the round out. For a power of two it is r XOR (k+1);
+// for another even n, the circle method: rank n−1 meets k, and any other
+// rank r ≠ k meets (2k − r) mod (n−1); for an odd n, r meets (k − r) mod n,
+// which is r for one rank per round.
+func exchangePartner(n, k, r int) int {
+	switch {
+	case n%2 == 1:
+		return mod(k-r, n)
+	case n&(n-1) == 0:
+		return r ^ (k + 1)
+	case r == n-1:
+		return k
+	case r == k:
+		return n - 1
+	}
+	return mod(2*k-r, n-1)
+}
+
+// linearAllToAll posts every send and receive in one step, in rank-relative
+// order (to r+1, r+2, …; from r−1, r−2, …) so that ranks that serve their
+// messages in order do not all send to the same rank at once. In place the
 // blocks arrive in Scratch (in Out's order, without the own block) and are
 // copied into Out in a second step.
 func linearAllToAll(p *prog) {
@@ -80,30 +111,56 @@ func linearAllToAll(p *prog) {
 	a := newA2A(p)
 	if !p.alias.Aliased {
 		ops := []sched.Op{sched.CopyOp(a.sendBlock(p, r), a.recvBlock(r))}
-		for k := range n {
-			if k != r {
-				ops = append(ops, sched.SendOp(k, a.sendBlock(p, k)), sched.RecvOp(k, a.recvBlock(k)))
-			}
+		for k := 1; k < n; k++ {
+			to, from := mod(r+k, n), mod(r-k, n)
+			ops = append(ops, sched.SendOp(to, a.sendBlock(p, to)), sched.RecvOp(from, a.recvBlock(from)))
 		}
 		p.step(ops...)
 		return
 	}
 	ownLo, ownHi := a.rdisp[r], a.rdisp[r+1]
 	total := a.rdisp[n]
-	var ops []sched.Op
-	for k := range n {
-		if k == r {
-			continue
-		}
-		at := a.rdisp[k]
+	// at returns where the block from rank k lands in Scratch.
+	at := func(k int) int {
 		if k > r {
-			at -= ownHi - ownLo
+			return a.rdisp[k] - (ownHi - ownLo)
 		}
-		ops = append(ops, sched.SendOp(k, a.recvBlock(k)), sched.RecvOp(k, scr(at, a.recv[k])))
+		return a.rdisp[k]
+	}
+	var ops []sched.Op
+	for k := 1; k < n; k++ {
+		to, from := mod(r+k, n), mod(r-k, n)
+		ops = append(ops, sched.SendOp(to, a.recvBlock(to)), sched.RecvOp(from, scr(at(from), a.recv[from])))
 	}
 	p.step(ops...)
 	p.step(
 		sched.CopyOp(scr(0, ownLo), out(0, ownLo)),
 		sched.CopyOp(scr(ownLo, total-ownHi), out(ownHi, total-ownHi)),
 	)
+}
+
+// pairwiseAllToAllCost: p−1 steps moving one block each, and out of place
+// the copy of the own block. In place every block received is copied out of
+// Scratch, and at an odd p there are p rounds, every rank sitting one out,
+// chained so that the critical path has p blocks.
+func pairwiseAllToAllCost(sh Shape) Cost {
+	switch {
+	case !sh.InPlace:
+		return Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Delta: ownCopy(sh)}
+	case sh.P%2 == 1:
+		return Cost{Alpha: float64(sh.P), Beta: 1, Delta: 1}
+	}
+	return Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Delta: frac(sh.P)}
+}
+
+// linearAllToAllCost: the p−1 blocks a rank sends leave one after the
+// other, in rank-relative order, so that every rank receives one block at a
+// time. Out of place the own block is copied; in place all the others are,
+// out of Scratch.
+func linearAllToAllCost(sh Shape) Cost {
+	c := Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Delta: ownCopy(sh)}
+	if sh.InPlace {
+		c.Delta = frac(sh.P)
+	}
+	return c
 }

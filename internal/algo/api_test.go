@@ -30,7 +30,7 @@ func TestRegistry(t *testing.T) {
 			if a.Name != names[i] || a.Coll != coll {
 				t.Errorf("For(%s)[%d] = %s %s, want %s", coll, i, a.Coll, a.Name, names[i])
 			}
-			if a.Name != strings.ToLower(a.Name) || a.Supports == nil || a.Build == nil {
+			if a.Name != strings.ToLower(a.Name) || a.Supports == nil || a.Build == nil || a.Cost == nil {
 				t.Errorf("%s %s: malformed entry", coll, a.Name)
 			}
 			l, ok := Lookup(coll, a.Name)

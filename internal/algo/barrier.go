@@ -11,3 +11,8 @@ func disseminationBarrier(p *prog) {
 		p.step(sched.SendOp(mod(r+h, n), sched.R(sched.In, 0, 0)), sched.RecvOp(mod(r-h, n), out(0, 0)))
 	}
 }
+
+// disseminationBarrierCost: ⌈log2 p⌉ rounds of empty messages.
+func disseminationBarrierCost(sh Shape) Cost {
+	return Cost{Alpha: float64(ceilLog2(sh.P))}
+}

@@ -47,7 +47,10 @@ func TestDoubleTree(t *testing.T) {
 	}
 }
 
-// TestStepCounts checks the step counts the cost comments promise.
+// TestStepCounts checks the step counts of the schedules: no more than
+// their messages on the critical path (the cost functions' α), where a step
+// may hold only local copies. Root n/2 has no range that wraps past rank
+// n−1 in Gather and Scatter binomial, which would add a step of copies.
 func TestStepCounts(t *testing.T) {
 	log2 := func(n int) int { return bits.Len(uint(n - 1)) } // ⌈log2 n⌉
 	tests := []struct {

@@ -26,6 +26,9 @@ func TestGolden(t *testing.T) {
 		{"reducescatter_rh_n5_inplace.txt", sched.ReduceScatter, "rh", sched.Spec{Coll: sched.ReduceScatter, N: 5, InPlace: true, Counts: []int{2, 0, 3, 1, 2}}},
 		{"alltoall_pairwise_n4_inplace.txt", sched.AllToAll, "pairwise", sched.Uniform(sched.AllToAll, 4, 2, 0, true)},
 		{"gather_binomial_n6_root4.txt", sched.Gather, "binomial", sched.Uniform(sched.Gather, 6, 2, 4, false)},
+		{"gather_binomial_n6_root2.txt", sched.Gather, "binomial", sched.Uniform(sched.Gather, 6, 2, 2, false)},
+		{"scatter_binomial_n6_root2_inplace.txt", sched.Scatter, "binomial", sched.Uniform(sched.Scatter, 6, 2, 2, true)},
+		{"alltoall_pairwise_n6_inplace.txt", sched.AllToAll, "pairwise", sched.Uniform(sched.AllToAll, 6, 1, 0, true)},
 		{"broadcast_sag_n5_root2.txt", sched.Broadcast, "sag", sched.Uniform(sched.Broadcast, 5, 7, 2, false)},
 		{"barrier_dissemination_n5.txt", sched.Barrier, "dissemination", sched.Spec{Coll: sched.Barrier, N: 5}},
 	}

@@ -1,6 +1,11 @@
 package algo
 
-import "github.com/hcomm-go/hcomm/internal/sched"
+import (
+	"math"
+	"math/bits"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
 
 // prog accumulates the steps of one rank's program and knows the rank's view
 // of the spec: its count, block displacements and buffer aliasing.
@@ -129,4 +134,31 @@ func (bl blocks) size(b int) int {
 func (bl blocks) span(lo, hi int) (off, n int) {
 	o := bl.off(lo)
 	return o, bl.off(hi) - o
+}
+
+// ceilLog2 returns ⌈log2 n⌉ (0 for n <= 1).
+func ceilLog2(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
+
+// floorLog2 returns ⌊log2 n⌋ (n >= 1).
+func floorLog2(n int) int { return bits.Len(uint(n)) - 1 }
+
+// frac returns (p−1)/p.
+func frac(p int) float64 { return float64(p-1) / float64(p) }
+
+// ownCopy returns the δ term of copying a rank's own block of p (1/p of the
+// call) when the call is not in place.
+func ownCopy(sh Shape) float64 {
+	if sh.InPlace {
+		return 0
+	}
+	return 1 / float64(sh.P)
+}
+
+// chunks returns how many pieces the executor cuts a forwarded message of
+// msg units into, given sh.Chunk (1 when it does not pipeline).
+func chunks(sh Shape, msg float64) float64 {
+	if sh.Chunk <= 0 || msg <= sh.Chunk {
+		return 1
+	}
+	return math.Ceil(msg / sh.Chunk)
 }

@@ -104,3 +104,28 @@ func rhReduceScatter(p *prog) {
 		)
 	}
 }
+
+// ringReduceScatterCost: p−1 steps moving and reducing one block each.
+func ringReduceScatterCost(sh Shape) Cost {
+	return Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Gamma: frac(sh.P)}
+}
+
+// rhReduceScatterCost: log2 P halving rounds. At a power of two they move
+// and reduce (P−1)/P·T in all. Otherwise the fold first moves and reduces
+// the whole T, the renumbered ranks v < p−P own two blocks each, so the
+// round at distance d moves the d + min(p−P, d) blocks of the lower half
+// of the range of ranks 0..2d−1, and a folded rank finally sends its
+// partner's block back and copies its own out of Scratch.
+func rhReduceScatterCost(sh Shape) Cost {
+	pw := 1 << floorLog2(sh.P)
+	rounds := float64(floorLog2(sh.P))
+	if pw == sh.P {
+		return Cost{Alpha: rounds, Beta: frac(sh.P), Gamma: frac(sh.P)}
+	}
+	rem, blocks := sh.P-pw, 0
+	for d := pw / 2; d >= 1; d /= 2 {
+		blocks += d + min(rem, d)
+	}
+	halving, block := float64(blocks)/float64(sh.P), 1/float64(sh.P)
+	return Cost{Alpha: rounds + 2, Beta: 1 + halving + block, Gamma: 1 + halving, Delta: block}
+}

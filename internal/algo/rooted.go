@@ -189,3 +189,47 @@ func sagBroadcast(p *prog) {
 		p.step(ops...)
 	}
 }
+
+// binomialReduceCost: ⌈log2 p⌉ rounds, the root receiving and reducing the
+// whole vector in each.
+func binomialReduceCost(sh Shape) Cost {
+	l := float64(ceilLog2(sh.P))
+	return Cost{Alpha: l, Beta: l, Gamma: l}
+}
+
+// chainCost prices a pipelined chain of p−1 hops, each moving (and, if
+// reduce, reducing) the whole vector: cut into k pieces, the last piece
+// leaves the first rank after k−1 pieces and takes p−1 hops, so the chain
+// takes p+k−2 piece times.
+func chainCost(sh Shape, reduce bool) Cost {
+	k := chunks(sh, sh.N)
+	t := float64(sh.P-2) + k
+	c := Cost{Alpha: t, Beta: t / k}
+	if reduce {
+		c.Gamma = c.Beta
+	}
+	return c
+}
+
+func chainReduceCost(sh Shape) Cost    { return chainCost(sh, true) }
+func chainBroadcastCost(sh Shape) Cost { return chainCost(sh, false) }
+
+// rsgReduceCost: the ring reduce-scatter (p−1 steps of m/p), then the root
+// receives the p−1 reduced blocks one after the other.
+func rsgReduceCost(sh Shape) Cost {
+	p := float64(sh.P)
+	return Cost{Alpha: 2 * (p - 1), Beta: 2 * frac(sh.P), Gamma: frac(sh.P)}
+}
+
+// binomialBroadcastCost: ⌈log2 p⌉ rounds, the root sending the whole vector
+// in each.
+func binomialBroadcastCost(sh Shape) Cost {
+	l := float64(ceilLog2(sh.P))
+	return Cost{Alpha: l, Beta: l}
+}
+
+// sagBroadcastCost: the binomial scatter, ⌈log2 p⌉ messages moving
+// (p−1)/p·m in all, then the p−1 steps of the ring allgather.
+func sagBroadcastCost(sh Shape) Cost {
+	return Cost{Alpha: float64(ceilLog2(sh.P) + sh.P - 1), Beta: 2 * frac(sh.P)}
+}

@@ -1,18 +1,18 @@
 // Package plan chooses an algorithm for each collective call and caches the
 // resulting program.
 //
-// The choice comes from a first α–β–γ cost model: a message costs
-// α + bytes·β, a reduction bytes·γ, and each algorithm's cost is the
-// standard closed form for its number of steps, bytes sent and bytes
-// reduced per rank. An override (HCOMM_ALGO or Config) names the algorithm
-// per collective instead.
+// The choice comes from the α–β–γ cost model: a message costs α plus β
+// per byte, a reduction γ per byte, and each algorithm's cost function
+// (algo.Algorithm.Cost) gives the messages, bytes moved and bytes reduced on
+// its critical path. The planner iterates over the algorithms registered
+// for the collective and takes the cheapest. An override (HCOMM_ALGO or
+// Config) names the algorithm per collective instead.
 package plan
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -22,19 +22,21 @@ import (
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
-// Model holds the α–β–γ parameters of the cost model.
+// Model holds the parameters of the cost model: α, β, γ and δ (see
+// algo.Cost).
 type Model struct {
 	Alpha float64 // seconds per message
 	Beta  float64 // seconds per byte sent
 	Gamma float64 // seconds per byte reduced
+	Delta float64 // seconds per byte copied within a rank
 	Chunk int     // bytes per pipelined chunk
 }
 
 // Defaults for memory-based transports (shared memory, in-process) and
 // for TCP.
 var (
-	MemoryModel  = Model{Alpha: 1e-6, Beta: 1 / 8e9, Gamma: 1 / 8e9, Chunk: 1 << 20}
-	NetworkModel = Model{Alpha: 30e-6, Beta: 1 / 2e9, Gamma: 1 / 8e9, Chunk: 1 << 20}
+	MemoryModel  = Model{Alpha: 1e-6, Beta: 1 / 8e9, Gamma: 1 / 8e9, Delta: 1 / 8e9, Chunk: 1 << 20}
+	NetworkModel = Model{Alpha: 30e-6, Beta: 1 / 2e9, Gamma: 1 / 8e9, Delta: 1 / 8e9, Chunk: 1 << 20}
 )
 
 // Overrides maps a collective to the name of the algorithm to use for it.
@@ -240,7 +242,15 @@ func (p *Planner) keyOf(s sched.Spec, elemSize int) (key, bool) {
 }
 
 // Choose returns the algorithm for s: the override if one is set and
-// supports s, else the cheapest supported algorithm under the cost model.
+// supports s, else the cheapest supported algorithm under the cost model,
+// the earlier registered one on equal cost.
+//
+// Every rank must choose the same algorithm, so the choice reads only what
+// every rank knows alike: whether a call is in place is each rank's own
+// affair (a root may pass one buffer while the others pass two), so every
+// call is priced as out of place; and an AllToAll whose counts are not all
+// equal, of which each rank knows only its own row and column, gets the
+// first registered algorithm that supports it.
 func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 	if name, ok := p.overrides[s.Coll]; ok {
 		if a, ok := algo.Lookup(s.Coll, name); ok && a.Supports(s) {
@@ -250,13 +260,18 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 			return a, nil
 		}
 	}
+	bytes, priced := callBytes(s, elemSize)
 	var best algo.Algorithm
 	bestCost := math.Inf(1)
 	for _, a := range algo.For(s.Coll) {
 		if !a.Supports(s) {
 			continue
 		}
-		if c := p.model.Cost(a.Name, s, elemSize); c < bestCost || best.Build == nil {
+		if !priced {
+			best = a
+			break
+		}
+		if c := p.model.Cost(a, s.N, s.Root, bytes); c < bestCost || best.Build == nil {
 			best, bestCost = a, c
 		}
 	}
@@ -266,109 +281,56 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 	return p.chooseLayout(s, elemSize, best, bestCost), nil
 }
 
-func log2ceil(n int) float64 {
-	if n <= 1 {
-		return 0
+// callBytes returns the size of s in bytes as the cost functions take it
+// (see package algo), and false for an AllToAll that is not uniform with a
+// nonzero count, which is not priced.
+func callBytes(s sched.Spec, elemSize int) (float64, bool) {
+	switch s.Coll {
+	case sched.Barrier:
+		return 0, true
+	case sched.AllToAll:
+		if s.N < 1 || len(s.Matrix) != s.N {
+			return 0, false
+		}
+		c := s.Matrix[0][0]
+		for _, row := range s.Matrix {
+			if len(row) != s.N {
+				return 0, false
+			}
+			for _, v := range row {
+				if v != c {
+					return 0, false
+				}
+			}
+		}
+		return float64(s.N * c * elemSize), c > 0
+	case sched.AllReduce, sched.Reduce, sched.Broadcast:
+		return float64(s.Count(0) * elemSize), true
 	}
-	return float64(bits.Len(uint(n - 1)))
+	return float64(s.Total() * elemSize), true
 }
 
-// Cost estimates the time of algorithm name for s in seconds; unknown
-// algorithms cost +Inf, so a known one is preferred.
-func (m Model) Cost(name string, s sched.Spec, elemSize int) float64 {
-	n := float64(s.N)
-	if s.N <= 1 {
-		return 0
-	}
-	a, b, g := m.Alpha, m.Beta, m.Gamma
-	lg := log2ceil(s.N)
-	pow2 := s.N&(s.N-1) == 0
-	fold := 0.0 // extra steps for the non-power-of-two fold
-	if !pow2 {
-		fold = 2
-	}
-	var bytes float64 // the per-rank message size the formulas use
-	switch s.Coll {
-	case sched.AllToAll:
-		for _, v := range s.Matrix[0] {
-			bytes += float64(v * elemSize)
-		}
-	case sched.Barrier:
-	default:
-		bytes = float64(s.Total() * elemSize)
-		if s.Coll == sched.AllReduce || s.Coll == sched.Reduce || s.Coll == sched.Broadcast {
-			bytes = float64(s.Count(0) * elemSize)
+// SpecCost estimates the time in seconds of algorithm a on the call s with
+// elements of elemSize bytes, as Choose prices it (an AllToAll with unequal
+// counts, which Choose does not price, by its largest row).
+func (m Model) SpecCost(a algo.Algorithm, s sched.Spec, elemSize int) float64 {
+	bytes, priced := callBytes(s, elemSize)
+	if !priced {
+		for _, row := range s.Matrix {
+			sum := 0
+			for _, v := range row {
+				sum += v
+			}
+			bytes = max(bytes, float64(sum*elemSize))
 		}
 	}
-	fill := math.Min(bytes, float64(m.Chunk)) // pipeline fill of one chunk
-	frac := (n - 1) / n
-	switch s.Coll {
-	case sched.AllReduce:
-		switch name {
-		case "ring":
-			return 2*(n-1)*a + 2*frac*bytes*b + frac*bytes*g
-		case "rd":
-			return (lg+fold)*(a+bytes*b) + lg*bytes*g
-		case "hd":
-			return (2*lg+fold)*a + 2*frac*bytes*b + frac*bytes*g + fold*bytes*b/2
-		case "dbtree":
-			// Every rank sends about 2m (m up the trees, m down) and
-			// reduces about m, plus the pipeline's fill along the depth.
-			return 2*lg*a + 2*bytes*b + bytes*g + 2*lg*fill*b
-		}
-	case sched.Reduce:
-		switch name {
-		case "binomial":
-			return lg * (a + bytes*b + bytes*g)
-		case "chain":
-			return (n-1)*a + bytes*(b+g) + (n-2)*fill*(b+g)
-		case "rsg":
-			return (2*lg+fold)*a + 2*frac*bytes*b + frac*bytes*g
-		}
-	case sched.Broadcast:
-		switch name {
-		case "binomial":
-			return lg * (a + bytes*b)
-		case "chain":
-			return (n-1)*a + bytes*b + (n-2)*fill*b
-		case "sag":
-			return (lg+n-1)*a + 2*frac*bytes*b
-		}
-	case sched.AllGather:
-		switch name {
-		case "ring":
-			return (n-1)*a + frac*bytes*b
-		case "bruck", "rd":
-			return lg*a + frac*bytes*b + bytes*b/4 // local rotation copies
-		}
-	case sched.ReduceScatter:
-		switch name {
-		case "ring":
-			return (n-1)*a + frac*bytes*(b+g)
-		case "rh":
-			return (lg+fold)*a + frac*bytes*(b+g) + fold*bytes*b/n
-		}
-	case sched.AllToAll:
-		switch name {
-		case "pairwise":
-			return (n-1)*a + frac*bytes*b
-		case "linear":
-			return (n-1)*a + frac*bytes*b*1.1
-		case "bruck":
-			return lg*a + lg*bytes*b/2
-		}
-	case sched.Gather, sched.Scatter:
-		switch name {
-		case "linear":
-			return (n-1)*a + frac*bytes*b
-		case "binomial":
-			return lg*a + frac*bytes*b*1.05
-		}
-	case sched.Barrier:
-		switch name {
-		case "dissemination":
-			return lg * a
-		}
-	}
-	return math.Inf(1)
+	return m.Cost(a, s.N, s.Root, bytes)
+}
+
+// Cost estimates the time in seconds of algorithm a on a call of the given
+// size in bytes over n ranks (root: the root of a rooted call), out of
+// place, from a's cost function.
+func (m Model) Cost(a algo.Algorithm, n, root int, bytes float64) float64 {
+	c := a.Cost(algo.Shape{P: n, Root: root, N: bytes, Chunk: float64(m.Chunk)})
+	return c.Time(m.Alpha, m.Beta, m.Gamma, m.Delta, bytes)
 }

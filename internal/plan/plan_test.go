@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
@@ -77,8 +78,7 @@ func FuzzParseOverrides(f *testing.F) {
 // could never choose it.
 func TestEveryAlgorithmHasACost(t *testing.T) {
 	for _, a := range algo.All() {
-		s := sched.Uniform(a.Coll, 8, 1024, 0, false)
-		if c := MemoryModel.Cost(a.Name, s, 4); math.IsInf(c, 0) || math.IsNaN(c) || c < 0 {
+		if c := MemoryModel.Cost(a, 8, 0, 4096); math.IsInf(c, 0) || math.IsNaN(c) || c < 0 {
 			t.Errorf("%v %s: cost %v", a.Coll, a.Name, c)
 		}
 	}
@@ -195,5 +195,114 @@ func TestUniformLastHit(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("cached uniform lookups allocate %.1f times per round", allocs)
+	}
+}
+
+// TestPicks pins what the planner chooses at 2 and 4 ranks, the sizes
+// hcomm perf compares against the baselines, so that a change of the cost
+// functions that moves a choice is a deliberate one (update the table and
+// say why in the commit).
+func TestPicks(t *testing.T) {
+	colls := []sched.Coll{sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather,
+		sched.ReduceScatter, sched.AllToAll, sched.Gather, sched.Scatter}
+	tests := []struct {
+		model string
+		n     int
+		bytes int
+		want  string // the choices for colls, in order
+	}{
+		{"memory", 2, 8, "rd binomial binomial ring ring pairwise linear linear"},
+		{"memory", 2, 64 << 10, "ring rsg binomial ring ring pairwise linear linear"},
+		{"memory", 2, 32 << 20, "ring rsg binomial ring ring pairwise linear linear"},
+		{"memory", 4, 8, "rd binomial binomial bruck rh pairwise binomial binomial"},
+		{"memory", 4, 64 << 10, "hd rsg sag ring rh pairwise binomial binomial"},
+		{"memory", 4, 32 << 20, "hd chain chain ring rh pairwise binomial binomial"},
+		{"network", 2, 8, "rd binomial binomial ring ring pairwise linear linear"},
+		{"network", 2, 64 << 10, "rd binomial binomial ring ring pairwise linear linear"},
+		{"network", 2, 32 << 20, "ring rsg binomial ring ring pairwise linear linear"},
+		{"network", 4, 8, "rd binomial binomial bruck rh pairwise binomial binomial"},
+		{"network", 4, 64 << 10, "rd binomial binomial bruck rh pairwise binomial binomial"},
+		{"network", 4, 32 << 20, "hd chain chain ring rh pairwise binomial binomial"},
+	}
+	for _, tt := range tests {
+		m := MemoryModel
+		if tt.model == "network" {
+			m = NetworkModel
+		}
+		var got []string
+		for _, c := range colls {
+			// bytes is the call's size as the cost functions take it:
+			// a rank's vector, or the total of all blocks.
+			count := tt.bytes / 4
+			if c != sched.AllReduce && c != sched.Reduce && c != sched.Broadcast {
+				count = max(1, count/tt.n)
+			}
+			a, err := New(0, tt.n, m, nil).Choose(sched.Uniform(c, tt.n, count, 0, false), 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, a.Name)
+		}
+		if g := strings.Join(got, " "); g != tt.want {
+			t.Errorf("%s model, %d ranks, %d bytes: chose %s, want %s", tt.model, tt.n, tt.bytes, g, tt.want)
+		}
+	}
+}
+
+// TestChoiceSameOnEveryRank checks that the choice reads nothing a rank
+// knows alone: whether its own call is in place, and of an AllToAllV its
+// own row and column of the counts.
+func TestChoiceSameOnEveryRank(t *testing.T) {
+	for _, c := range []sched.Coll{sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather,
+		sched.ReduceScatter, sched.AllToAll, sched.Gather, sched.Scatter} {
+		for _, n := range []int{2, 3, 4, 5, 8} {
+			for _, count := range []int{1, 100, 10000, 1 << 20} {
+				for _, m := range []Model{MemoryModel, NetworkModel} {
+					p := New(0, n, m, nil)
+					a, err := p.Choose(sched.Uniform(c, n, count, n-1, false), 4)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := p.Choose(sched.Uniform(c, n, count, n-1, true), 4)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if a.Name != b.Name {
+						t.Errorf("%s n=%d count=%d: %s out of place, %s in place", c, n, count, a.Name, b.Name)
+					}
+				}
+			}
+		}
+	}
+	// AllToAllV: each rank sees its row and column; the others are zero.
+	const n = 5
+	full := make([][]int, n)
+	for i := range full {
+		full[i] = make([]int, n)
+		for j := range full[i] {
+			full[i][j] = (i*7 + j*3) % 4 * 1000
+		}
+	}
+	full[0] = make([]int, n) // rank 0 sends nothing
+	var first string
+	for r := range n {
+		view := make([][]int, n)
+		for i := range view {
+			view[i] = make([]int, n)
+			view[i][r] = full[i][r]
+		}
+		copy(view[r], full[r])
+		for _, m := range []Model{MemoryModel, NetworkModel} {
+			a, err := New(r, n, m, nil).Choose(sched.Spec{Coll: sched.AllToAll, N: n, Matrix: view}, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first == "" {
+				first = a.Name
+			}
+			if a.Name != first {
+				t.Errorf("AllToAllV: rank %d chose %s, rank 0 %s", r, a.Name, first)
+			}
+		}
 	}
 }
