@@ -135,6 +135,11 @@ var algorithms = []Algorithm{
 	// in rank-relative order in scratch and rotated into place at the end;
 	// unequal counts allowed. Scratch T (none on rank 0).
 	def(sched.AllGather, "bruck", bruckAllGather, bruckAllGatherCost),
+	// AllGather rd: recursive doubling at a power-of-two n (each round
+	// swaps the contiguous blocks gathered so far), Bruck otherwise;
+	// unequal counts allowed. It comes after bruck, which it equals where
+	// it falls back.
+	def(sched.AllGather, "rd", rdAllGather, rdAllGatherCost),
 
 	// ReduceScatter ring: n−1 ring steps, unequal counts allowed.
 	// Scratch 2·max Counts.
@@ -143,6 +148,10 @@ var algorithms = []Algorithm{
 	// a partner, unequal counts allowed. Scratch about T/2 (T on folding
 	// ranks).
 	def(sched.ReduceScatter, "rh", rhReduceScatter, rhReduceScatterCost),
+	// ReduceScatter pairwise: in step k every rank sends its input block of
+	// rank r+k straight there and reduces what r−k sends into its own;
+	// unequal counts allowed. No scratch.
+	def(sched.ReduceScatter, "pairwise", pairwiseReduceScatter, pairwiseReduceScatterCost),
 
 	// AllToAll pairwise: out of place, in step k rank r sends to r+k and
 	// receives from r−k; in place, ranks exchange in symmetric pairs
@@ -152,6 +161,13 @@ var algorithms = []Algorithm{
 	// AllToAll linear: every send and receive posted in a single step.
 	// Scratch 0 (Σ column − own block in place).
 	def(sched.AllToAll, "linear", linearAllToAll, linearAllToAllCost),
+	// AllToAll bruck: ⌈log2 n⌉ rounds; in the round at distance 2^k every
+	// rank packs the blocks whose rank-relative index has bit k set, sends
+	// them to r+2^k and unpacks what r−2^k sends. For small messages, and
+	// only for uniform calls (it forwards other ranks' blocks, whose sizes
+	// a rank of an AllToAllV does not know). Scratch: two packs of about
+	// half the row, and the row itself in place.
+	def(sched.AllToAll, "bruck", bruckAllToAll, bruckAllToAllCost).only(uniformMatrix, uniformRowColumn),
 
 	// Gather linear: the root receives from every rank in one step.
 	def(sched.Gather, "linear", linearGather, linearGatherCost),
@@ -204,13 +220,15 @@ func def(c sched.Coll, name string, build builder, cost func(Shape) Cost) Algori
 	}
 }
 
-// only restricts a to the specs ok accepts (besides its collective).
-func (a Algorithm) only(ok func(s sched.Spec) bool) Algorithm {
+// only restricts a to the specs supports accepts, as the planner sees them.
+// Build checks with check instead, which reads only what the rank knows at
+// run time (for AllToAll, its row and column).
+func (a Algorithm) only(supports func(s sched.Spec) bool, check func(s sched.Spec, rank int) bool) Algorithm {
 	all := a.Supports
-	a.Supports = func(s sched.Spec) bool { return all(s) && ok(s) }
+	a.Supports = func(s sched.Spec) bool { return all(s) && supports(s) }
 	build := a.Build
 	a.Build = func(s sched.Spec, rank int) (*sched.Program, error) {
-		if s.Coll == a.Coll && !ok(s) {
+		if s.Coll == a.Coll && checkSpec(s, rank) == nil && !check(s, rank) {
 			return nil, fmt.Errorf("algo: %s %s does not support this call", a.Coll, a.Name)
 		}
 		return build(s, rank)

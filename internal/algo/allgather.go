@@ -73,6 +73,44 @@ func bruckAllGather(p *prog) {
 	)
 }
 
+// rdAllGather is recursive doubling, for a power of two n: before the round
+// at distance d rank r holds the blocks of the d ranks of its aligned group
+// (r with its low log2 d bits cleared, and up), one contiguous region of
+// Out; it swaps that region with r XOR d, doubling the group. Other n fall
+// back to bruckAllGather, which has the same message count, ⌈log2 n⌉, as
+// MPICH's recursive doubling with its extra steps for the missing partners.
+func rdAllGather(p *prog) {
+	n, r := p.n, p.rank
+	if n&(n-1) != 0 {
+		bruckAllGather(p)
+		return
+	}
+	d := p.displs()
+	group := func(lo, size int) sched.Region { return out(d[lo], d[lo+size]-d[lo]) }
+	own := p.in(0, p.count(r))
+	if n == 1 {
+		p.step(sched.CopyOp(own, group(r, 1)))
+		return
+	}
+	for dist := 1; dist < n; dist *= 2 {
+		mine, theirs := r&^(dist-1), (r^dist)&^(dist-1)
+		if dist == 1 {
+			p.step(sched.SendOp(r^1, own), sched.CopyOp(own, group(r, 1)), sched.RecvOp(r^1, group(theirs, 1)))
+			continue
+		}
+		p.step(sched.SendOp(r^dist, group(mine, dist)), sched.RecvOp(r^dist, group(theirs, dist)))
+	}
+}
+
+// rdAllGatherCost: log2 p rounds moving the p−1 other blocks in all, and out
+// of place the copy of the own block; other p are priced as Bruck.
+func rdAllGatherCost(sh Shape) Cost {
+	if sh.P&(sh.P-1) != 0 {
+		return bruckAllGatherCost(sh)
+	}
+	return Cost{Alpha: float64(floorLog2(sh.P)), Beta: frac(sh.P), Delta: ownCopy(sh)}
+}
+
 // ringAllGatherCost: p−1 steps moving one block each, and out of place the
 // copy of the own block.
 func ringAllGatherCost(sh Shape) Cost {

@@ -1,6 +1,10 @@
 package algo
 
-import "github.com/hcomm-go/hcomm/internal/sched"
+import (
+	"math/bits"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
+)
 
 // a2a is one rank's view of an AllToAll: its row and column of the matrix.
 type a2a struct {
@@ -137,6 +141,136 @@ func linearAllToAll(p *prog) {
 		sched.CopyOp(scr(0, ownLo), out(0, ownLo)),
 		sched.CopyOp(scr(ownLo, total-ownHi), out(ownHi, total-ownHi)),
 	)
+}
+
+// uniformMatrix reports whether every entry of s.Matrix is the same count,
+// above zero.
+func uniformMatrix(s sched.Spec) bool {
+	if len(s.Matrix) != s.N || s.N < 1 || len(s.Matrix[0]) < 1 {
+		return false
+	}
+	c := s.Matrix[0][0]
+	for _, row := range s.Matrix {
+		if len(row) != s.N {
+			return false
+		}
+		for _, v := range row {
+			if v != c {
+				return false
+			}
+		}
+	}
+	return c > 0
+}
+
+// uniformRowColumn reports whether rank's row and column of s.Matrix are
+// one count, above zero: what a rank can check of uniformMatrix.
+func uniformRowColumn(s sched.Spec, rank int) bool {
+	c := s.Matrix[rank][rank]
+	for k := range s.N {
+		if s.Matrix[rank][k] != c || s.Matrix[k][rank] != c {
+			return false
+		}
+	}
+	return c > 0
+}
+
+// bruckAllToAll is Bruck's algorithm for a uniform AllToAll of c elements
+// per block. Position j of a rank holds, at the start, the block it sends to
+// r+j and, at the end, the block it receives from r−j; in the round at
+// distance 2^k each rank sends the positions with bit k set to r+2^k and
+// receives the same positions from r−2^k. The positions of a round are
+// packed into Scratch, sent in one message and unpacked into their final
+// place in Out, unless the next round sends them on: it packs them straight
+// from the receiving pack, in the step that unpacks the others. Out of place, a position's block stays in In until
+// it is first sent; in place the row is first copied aside, since blocks
+// arrive over blocks not yet sent.
+func bruckAllToAll(p *prog) {
+	n, r := p.n, p.rank
+	a := newA2A(p)
+	c := a.send[r]
+	if n == 1 {
+		p.step(sched.CopyOp(a.sendBlock(p, r), a.recvBlock(r)))
+		return
+	}
+	maxSel := 0
+	for bit := 1; bit < n; bit <<= 1 {
+		m := 0
+		for j := 1; j < n; j++ {
+			if j&bit != 0 {
+				m++
+			}
+		}
+		maxSel = max(maxSel, m)
+	}
+	// Scratch: the staged row (in place), the sending pack, the receiving pack.
+	staged := 0
+	if p.alias.Aliased {
+		staged = (n - 1) * c
+	}
+	sendAt, recvAt := staged, staged+maxSel*c
+	loc := make([]sched.Region, n) // where position j's block is now
+	var ops []sched.Op
+	for j := 1; j < n; j++ {
+		loc[j] = a.sendBlock(p, mod(r+j, n))
+	}
+	if p.alias.Aliased {
+		// Out blocks r+1, …, n−1, 0, …, r−1 to Scratch in position order.
+		hi := (n - 1 - r) * c
+		ops = append(ops, sched.CopyOp(out((r+1)*c, hi), scr(0, hi)), sched.CopyOp(out(0, r*c), scr(hi, r*c)))
+	} else {
+		ops = append(ops, sched.CopyOp(a.sendBlock(p, r), a.recvBlock(r)))
+	}
+	var landed []int // positions received last round, still in the receiving pack
+	for bit := 1; bit < n; bit <<= 1 {
+		var sel []int
+		for j := 1; j < n; j++ {
+			if j&bit != 0 {
+				sel = append(sel, j)
+			}
+		}
+		for i, j := range sel {
+			ops = append(ops, sched.CopyOp(loc[j], scr(sendAt+i*c, c)))
+		}
+		p.step(ops...)
+		ops = nil
+		if bit == 1 && p.alias.Aliased {
+			for j := 1; j < n; j++ {
+				loc[j] = scr((j-1)*c, c)
+			}
+		}
+		for _, j := range landed {
+			loc[j] = a.recvBlock(mod(r-j, n))
+		}
+		m := len(sel) * c
+		p.step(sched.SendOp(mod(r+bit, n), scr(sendAt, m)), sched.RecvOp(mod(r-bit, n), scr(recvAt, m)))
+		landed = landed[:0]
+		for i, j := range sel {
+			loc[j] = scr(recvAt+i*c, c)
+			if j&(bit<<1) == 0 { // else the next round sends it on from the pack
+				landed = append(landed, j)
+				ops = append(ops, sched.CopyOp(loc[j], a.recvBlock(mod(r-j, n))))
+			}
+		}
+	}
+	p.step(ops...)
+}
+
+// bruckAllToAllCost: ⌈log2 p⌉ rounds moving, in all, as many blocks as the
+// bits set in 1, …, p−1. A block is packed before every message it travels
+// in and unpacked after the last of each run of consecutive rounds; out of
+// place the own block is copied, in place the row is first copied aside.
+func bruckAllToAllCost(sh Shape) Cost {
+	moved, copied := 0, 1
+	if sh.InPlace {
+		copied = sh.P - 1
+	}
+	for j := 1; j < sh.P; j++ {
+		moved += bits.OnesCount(uint(j))
+		copied += bits.OnesCount(uint(j)) + bits.OnesCount(uint(j&^(j>>1)))
+	}
+	pf := float64(sh.P)
+	return Cost{Alpha: float64(ceilLog2(sh.P)), Beta: float64(moved) / pf, Delta: float64(copied) / pf}
 }
 
 // pairwiseAllToAllCost: p−1 steps moving one block each, and out of place

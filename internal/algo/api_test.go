@@ -12,9 +12,9 @@ func TestRegistry(t *testing.T) {
 		sched.AllReduce:     {"ring", "rd", "hd", "dbtree"},
 		sched.Reduce:        {"binomial", "chain", "rsg"},
 		sched.Broadcast:     {"binomial", "chain", "sag"},
-		sched.AllGather:     {"ring", "bruck"},
-		sched.ReduceScatter: {"ring", "rh"},
-		sched.AllToAll:      {"pairwise", "linear"},
+		sched.AllGather:     {"ring", "bruck", "rd"},
+		sched.ReduceScatter: {"ring", "rh", "pairwise"},
+		sched.AllToAll:      {"pairwise", "linear", "bruck"},
 		sched.Gather:        {"linear", "binomial"},
 		sched.Scatter:       {"linear", "binomial"},
 		sched.Barrier:       {"dissemination"},
@@ -98,6 +98,9 @@ func TestAllToAllReadsOwnRowAndColumn(t *testing.T) {
 	for _, a := range For(sched.AllToAll) {
 		for _, inPlace := range []bool{false, true} {
 			s := sched.Spec{Coll: sched.AllToAll, N: n, InPlace: inPlace, Matrix: randomMatrix(newRand(5), n, inPlace)}
+			if !a.Supports(s) {
+				s = sched.Uniform(sched.AllToAll, n, 3, 0, inPlace)
+			}
 			for r := range n {
 				want, err := a.Build(s, r)
 				if err != nil {
@@ -167,6 +170,11 @@ func TestScratch(t *testing.T) {
 		{sched.ReduceScatter, "rh", false, 8, 10, 40},
 		{sched.AllToAll, "pairwise", false, 9, 10, 0},
 		{sched.AllToAll, "pairwise", true, 9, 10, 2 * 10},
+		{sched.AllToAll, "bruck", false, 9, 10, 2 * 5 * 10},
+		{sched.AllToAll, "bruck", true, 9, 10, (8 + 2*5) * 10},
+		{sched.ReduceScatter, "pairwise", true, 9, 10, 0},
+		{sched.ReduceScatter, "pairwise", false, 9, 10, 0},
+		{sched.AllGather, "rd", true, 8, 10, 0},
 		{sched.Broadcast, "sag", false, 9, 100, 0},
 	}
 	for _, tt := range tests {

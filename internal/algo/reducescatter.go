@@ -105,6 +105,33 @@ func rhReduceScatter(p *prog) {
 	}
 }
 
+// pairwiseReduceScatter: in step k rank r sends its input block of rank r+k
+// straight to that rank and reduces the input block of its own that r−k
+// sends into Out. No partial sum travels, so no step waits on another
+// rank's reduction and nothing needs Scratch; each rank's block is reduced
+// in the order r, r−1, r−2, ….
+func pairwiseReduceScatter(p *prog) {
+	n, r := p.n, p.rank
+	d := p.displs()
+	c := p.count(r)
+	blk := func(b int) sched.Region { return p.in(d[b], d[b+1]-d[b]) }
+	if n == 1 {
+		p.step(sched.CopyOp(blk(r), out(0, c)))
+		return
+	}
+	acc := blk(r)
+	for k := 1; k < n; k++ {
+		to, from := mod(r+k, n), mod(r-k, n)
+		p.step(sched.SendOp(to, blk(to)), sched.RecvReduceOp(from, acc, out(0, c)))
+		acc = out(0, c)
+	}
+}
+
+// pairwiseReduceScatterCost: p−1 steps moving and reducing one block each.
+func pairwiseReduceScatterCost(sh Shape) Cost {
+	return Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Gamma: frac(sh.P)}
+}
+
 // ringReduceScatterCost: p−1 steps moving and reducing one block each.
 func ringReduceScatterCost(sh Shape) Cost {
 	return Cost{Alpha: float64(sh.P - 1), Beta: frac(sh.P), Gamma: frac(sh.P)}

@@ -13,7 +13,8 @@ import (
 // ones: AllReduce compares the hierarchical and host-ordered rings with
 // the best flat algorithm, intra-host links costed with MemoryModel and
 // inter-host links with the planner's model; AllGather and ReduceScatter
-// take the host-ordered ring where the flat ring would be chosen; Barrier
+// take the host-ordered ring where the flat ring (or, for AllGather,
+// recursive doubling) would be chosen; Barrier
 // and Broadcast the hierarchical forms when they cost less. An override
 // naming a layout algorithm (HCOMM_ALGO=allreduce=hier) selects it. Call
 // it before the first collective.
@@ -49,7 +50,9 @@ func (p *Planner) chooseLayout(s sched.Spec, elemSize int, best algo.Algorithm, 
 		return best
 	}
 	if s.Coll == sched.AllGather || s.Coll == sched.ReduceScatter {
-		if best.Name == "ring" {
+		// Recursive doubling's partners ignore the hosts as the flat
+		// ring's order does.
+		if best.Name == "ring" || (s.Coll == sched.AllGather && best.Name == "rd") {
 			if a, ok := p.layoutAlgo(s.Coll, "hring"); ok && a.Supports(s) {
 				return a
 			}

@@ -53,6 +53,7 @@ var aliases = map[sched.Coll]map[string]string{
 	sched.AllReduce: {"tree": "dbtree", "recursive_doubling": "rd", "rabenseifner": "hd", "halving_doubling": "hd"},
 	sched.Reduce:    {"tree": "binomial", "pipeline": "chain"},
 	sched.Broadcast: {"tree": "binomial", "pipeline": "chain"},
+	sched.AllGather: {"recursive_doubling": "rd"},
 	sched.Gather:    {"tree": "binomial"},
 	sched.Scatter:   {"tree": "binomial"},
 }

@@ -98,7 +98,7 @@ func TestChoose(t *testing.T) {
 		{sched.Barrier, 16, 0, MemoryModel, []string{"dissemination"}},
 		// Large messages: bandwidth-optimal ones.
 		{sched.AllReduce, 16, 16 << 20, MemoryModel, []string{"ring", "hd"}},
-		{sched.AllGather, 8, 4 << 20, NetworkModel, []string{"ring", "bruck"}},
+		{sched.AllGather, 8, 4 << 20, NetworkModel, []string{"ring", "bruck", "rd"}},
 		{sched.Broadcast, 16, 64 << 20, NetworkModel, []string{"chain", "sag"}},
 	}
 	for _, tt := range tests {
@@ -214,15 +214,15 @@ func TestPicks(t *testing.T) {
 		{"memory", 2, 8, "rd binomial binomial ring ring pairwise linear linear"},
 		{"memory", 2, 64 << 10, "ring rsg binomial ring ring pairwise linear linear"},
 		{"memory", 2, 32 << 20, "ring rsg binomial ring ring pairwise linear linear"},
-		{"memory", 4, 8, "rd binomial binomial bruck rh pairwise binomial binomial"},
-		{"memory", 4, 64 << 10, "hd rsg sag ring rh pairwise binomial binomial"},
-		{"memory", 4, 32 << 20, "hd chain chain ring rh pairwise binomial binomial"},
+		{"memory", 4, 8, "rd binomial binomial rd rh bruck binomial binomial"},
+		{"memory", 4, 64 << 10, "hd rsg sag rd rh pairwise binomial binomial"},
+		{"memory", 4, 32 << 20, "hd chain chain rd rh pairwise binomial binomial"},
 		{"network", 2, 8, "rd binomial binomial ring ring pairwise linear linear"},
 		{"network", 2, 64 << 10, "rd binomial binomial ring ring pairwise linear linear"},
 		{"network", 2, 32 << 20, "ring rsg binomial ring ring pairwise linear linear"},
-		{"network", 4, 8, "rd binomial binomial bruck rh pairwise binomial binomial"},
-		{"network", 4, 64 << 10, "rd binomial binomial bruck rh pairwise binomial binomial"},
-		{"network", 4, 32 << 20, "hd chain chain ring rh pairwise binomial binomial"},
+		{"network", 4, 8, "rd binomial binomial rd rh bruck binomial binomial"},
+		{"network", 4, 64 << 10, "rd binomial binomial rd rh bruck binomial binomial"},
+		{"network", 4, 32 << 20, "hd chain chain rd rh pairwise binomial binomial"},
 	}
 	for _, tt := range tests {
 		m := MemoryModel
