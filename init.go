@@ -24,8 +24,9 @@ const DefaultConnectTimeout = 2 * time.Minute
 // It reads the rank and size from Config (when Config.Size > 0) or the
 // environment: HCOMM_RANK and HCOMM_SIZE, or torchrun's RANK and
 // WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE,
-// Slurm's SLURM_PROCID and SLURM_NTASKS. A process started without any of
-// them is a job of one rank.
+// Slurm's SLURM_PROCID and SLURM_NTASKS, PMI's (MPICH hydra) PMI_RANK and
+// PMI_SIZE, or a Kubernetes Indexed Job's JOB_COMPLETION_INDEX with
+// HCOMM_SIZE. A process started without any of them is a job of one rank.
 //
 // The ranks meet through the store HCOMM_STORE names (tcp://host:port or
 // file:///dir; `hcomm run` sets it), or, torchrun style, through

@@ -66,6 +66,8 @@ type Values struct {
 	Rank, Size     int
 	RankVars       string // the pair of variables Rank and Size came from, or ""
 	RankErr        error  // why the rank and size variables are unusable, if they are
+	Launcher       string // the Launchers entry Rank and Size came from, or ""
+	LocalRank      int    // the rank within the host the launcher gave, or -1
 	Store          string
 	Token          string
 	MasterAddr     string
@@ -161,12 +163,12 @@ var Table = []Var{
 		show: func(v *Values) string {
 			return v.Debug
 		}},
-	{Name: "HCOMM_RANK", Also: []string{"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, Type: "int", Default: "0", Field: "Rank",
+	{Name: "HCOMM_RANK", Also: []string{"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "JOB_COMPLETION_INDEX"}, Type: "int", Default: "0", Field: "Rank",
 		Doc: "this process's rank (Init)",
 		show: func(v *Values) string {
 			return strconv.Itoa(v.Rank)
 		}},
-	{Name: "HCOMM_SIZE", Also: []string{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, Type: "int", Default: "1", Field: "Size",
+	{Name: "HCOMM_SIZE", Also: []string{"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"}, Type: "int", Default: "1", Field: "Size",
 		Doc: "the job's number of ranks (Init)",
 		show: func(v *Values) string {
 			return strconv.Itoa(v.Size)
@@ -350,7 +352,7 @@ var Table = []Var{
 	{Name: "HCOMM_PERF_EMIT", Type: "string", Scope: Tool,
 		Doc: "set by hcomm perf on the ranks it launches"},
 	{Name: "HCOMM_LOCAL_RANK", Type: "int", Scope: Program,
-		Doc: "set by hcomm run: the rank within the host"},
+		Doc: "set by hcomm run: the rank within the host (Init logs it)"},
 	{Name: "HCOMM_LOCAL_SIZE", Type: "int", Scope: Program,
 		Doc: "set by hcomm run: the number of ranks on the host"},
 	{Name: "HCOMM_TEST_*", Scope: Test, Doc: "the root package's test children"},
@@ -360,6 +362,28 @@ var Table = []Var{
 	{Name: "HCOMM_REQUIRE_NETNS", Type: "bool", Scope: Test, Doc: "fail, not skip, the netns tests without their prerequisites"},
 	{Name: "HCOMM_UPDATE_GOLDEN", Type: "bool", Scope: Test, Doc: "rewrite the schedule golden files"},
 	{Name: "HCOMM_BENCH_ALLOW_ALLOCS", Type: "bool", Scope: Test, Doc: "benchmarks report allocations instead of failing"},
+}
+
+// Launcher is one launcher's convention for telling a process its place
+// in the job.
+type Launcher struct {
+	Name       string
+	Rank, Size string   // the variables holding the rank and the job's size
+	LocalRank  []string // variables that may hold the rank within the host, first set wins
+}
+
+// Launchers are the conventions Load reads the rank and size by, in order:
+// the first whose rank or size variable is set decides (a launcher whose
+// size variable alone is set gives way to a later one whose rank variable
+// is set, so that HCOMM_SIZE can complete a Kubernetes Indexed Job's
+// JOB_COMPLETION_INDEX, for which Kubernetes provides no size).
+var Launchers = []Launcher{
+	{"hcomm", "HCOMM_RANK", "HCOMM_SIZE", []string{"HCOMM_LOCAL_RANK"}},
+	{"torchrun", "RANK", "WORLD_SIZE", []string{"LOCAL_RANK"}},
+	{"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", []string{"OMPI_COMM_WORLD_LOCAL_RANK"}},
+	{"Slurm", "SLURM_PROCID", "SLURM_NTASKS", []string{"SLURM_LOCALID"}},
+	{"PMI", "PMI_RANK", "PMI_SIZE", []string{"PMI_LOCAL_RANK", "MPI_LOCALRANKID"}},
+	{"Kubernetes", "JOB_COMPLETION_INDEX", "HCOMM_SIZE", nil},
 }
 
 // jobIDVars name the launchers' job identities: without a token, the job
@@ -378,7 +402,7 @@ func Lookup(name string) (Var, bool) {
 
 // Defaults returns the values in effect when nothing is set.
 func Defaults() Values {
-	return Values{Size: 1, MasterPort: DefaultMasterPort, Timeout: DefaultTimeout,
+	return Values{Size: 1, LocalRank: -1, MasterPort: DefaultMasterPort, Timeout: DefaultTimeout,
 		ConnectTimeout: DefaultConnectTimeout, Debug: "WARN", Source: map[string]string{}}
 }
 
@@ -417,30 +441,45 @@ func Load(lookup func(string) (string, bool)) (Values, error) {
 	return v, nil
 }
 
-// rankSize reads the rank and size from the first pair of variables set.
+// rankSize reads the rank, size and local rank by the first of Launchers
+// that applies.
 func (v *Values) rankSize(lookup func(string) (string, bool)) error {
-	r, _ := Lookup("HCOMM_RANK")
-	s, _ := Lookup("HCOMM_SIZE")
-	names := [][2]string{{r.Name, s.Name}}
-	for i := range r.Also {
-		names = append(names, [2]string{r.Also[i], s.Also[i]})
-	}
-	for _, p := range names {
-		rs, _ := lookup(p[0])
-		ss, _ := lookup(p[1])
+	v.LocalRank = -1
+	get := func(name string) string { s, _ := lookup(name); return strings.TrimSpace(s) }
+	for i, l := range Launchers {
+		rs, ss := get(l.Rank), get(l.Size)
 		if rs == "" && ss == "" {
+			continue
+		}
+		if rs == "" && laterRank(Launchers[i+1:], get) {
 			continue
 		}
 		rank, err1 := strconv.Atoi(rs)
 		size, err2 := strconv.Atoi(ss)
 		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
-			return fmt.Errorf("%s=%q %s=%q: want 0 <= rank < size", p[0], rs, p[1], ss)
+			return fmt.Errorf("%s=%q %s=%q (%s): want 0 <= rank < size", l.Rank, rs, l.Size, ss, l.Name)
 		}
-		v.Rank, v.Size, v.RankVars = rank, size, p[0]+","+p[1]
+		v.Rank, v.Size, v.RankVars, v.Launcher = rank, size, l.Rank+","+l.Size, l.Name
 		v.Source["HCOMM_RANK"], v.Source["HCOMM_SIZE"] = "env", "env"
+		for _, n := range l.LocalRank {
+			if lr, err := strconv.Atoi(get(n)); err == nil && lr >= 0 && lr < size {
+				v.LocalRank = lr
+				break
+			}
+		}
 		return nil
 	}
 	return nil
+}
+
+// laterRank says whether one of ls has its rank variable set.
+func laterRank(ls []Launcher, get func(string) string) bool {
+	for _, l := range ls {
+		if get(l.Rank) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Set records that the program's Config set the variable's value.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Values{Rank: 2, Size: 4, RankVars: "HCOMM_RANK,HCOMM_SIZE", MasterAddr: "10.0.0.1", MasterPort: "29500",
+	want := Values{Rank: 2, Size: 4, RankVars: "HCOMM_RANK,HCOMM_SIZE", Launcher: "hcomm", LocalRank: -1, MasterAddr: "10.0.0.1", MasterPort: "29500",
 		JobID: "77//", Timeout: 0, Algo: "ring", ChunkBytes: 4 << 20, Debug: "INFO", ConnectTimeout: 30 * time.Second,
 		Transport: "tcp", NSocks: 4, Hostname: "node7", ShmCMA: 1 << 20, Yield: -1, TCPPoll: -1, Checksum: true,
 		CheckResults: true, DumpSignal: "USR1"}
@@ -401,5 +402,105 @@ func TestTopologyVars(t *testing.T) {
 	}
 	if _, err := Load(env(map[string]string{"HCOMM_TOPOLOGY": "sometimes"})); err == nil {
 		t.Error("HCOMM_TOPOLOGY=sometimes accepted")
+	}
+}
+
+// TestLaunchers is each launcher's set of variables, as it provides them,
+// against the rank, size and local rank Load reads from it.
+func TestLaunchers(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		env                   map[string]string
+		rank, size, localRank int
+		launcher              string
+	}{
+		{"none", nil, 0, 1, -1, ""},
+		{"hcomm run", map[string]string{"HCOMM_RANK": "3", "HCOMM_SIZE": "4", "HCOMM_LOCAL_RANK": "1", "HCOMM_LOCAL_SIZE": "2"}, 3, 4, 1, "hcomm"},
+		{"torchrun", map[string]string{"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "n0"}, 5, 8, 1, "torchrun"},
+		{"mpirun (Open MPI)", map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, 2, 4, 0, "Open MPI"},
+		{"srun", map[string]string{"SLURM_PROCID": "6", "SLURM_NTASKS": "16", "SLURM_LOCALID": "2", "SLURM_JOB_ID": "77"}, 6, 16, 2, "Slurm"},
+		// MPICH's hydra sets PMI_RANK/PMI_SIZE and MPI_LOCALRANKID.
+		{"mpiexec (hydra)", map[string]string{"PMI_RANK": "1", "PMI_SIZE": "3", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, 1, 3, 1, "PMI"},
+		{"PMI with PMI_LOCAL_RANK", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "2", "PMI_LOCAL_RANK": "0", "MPI_LOCALRANKID": "1"}, 0, 2, 0, "PMI"},
+		{"Kubernetes Indexed Job", map[string]string{"JOB_COMPLETION_INDEX": "3", "HCOMM_SIZE": "4", "MASTER_ADDR": "job-0.svc"}, 3, 4, -1, "Kubernetes"},
+		// hcomm's own pair wins over the launcher's beneath it.
+		{"hcomm run under srun", map[string]string{"HCOMM_RANK": "1", "HCOMM_SIZE": "2", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, 1, 2, -1, "hcomm"},
+		{"HCOMM_RANK over the index", map[string]string{"HCOMM_RANK": "0", "HCOMM_SIZE": "2", "JOB_COMPLETION_INDEX": "1"}, 0, 2, -1, "hcomm"},
+		{"local rank out of range", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "9"}, 0, 2, -1, "PMI"},
+	} {
+		v, err := Load(lookupIn(tc.env))
+		if err != nil || v.RankErr != nil {
+			t.Errorf("%s: %v %v", tc.name, err, v.RankErr)
+			continue
+		}
+		if v.Rank != tc.rank || v.Size != tc.size || v.LocalRank != tc.localRank || v.Launcher != tc.launcher {
+			t.Errorf("%s: rank %d size %d local rank %d launcher %q, want %d %d %d %q",
+				tc.name, v.Rank, v.Size, v.LocalRank, v.Launcher, tc.rank, tc.size, tc.localRank, tc.launcher)
+		}
+	}
+	for _, env := range []map[string]string{
+		{"JOB_COMPLETION_INDEX": "2"}, // no size
+		{"JOB_COMPLETION_INDEX": "4", "HCOMM_SIZE": "4"},
+		{"PMI_RANK": "0"},
+		{"PMI_RANK": "x", "PMI_SIZE": "2"},
+		{"HCOMM_SIZE": "4"},
+	} {
+		v, err := Load(lookupIn(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.RankErr == nil {
+			t.Errorf("%v: no error (rank %d size %d)", env, v.Rank, v.Size)
+		}
+	}
+}
+
+// TestKubernetesManifest holds examples/kubernetes/indexed-job.yaml to the
+// contract its README states: every pod, given its JOB_COMPLETION_INDEX,
+// reads its rank, the job's size and rank 0's address through the
+// headless Service.
+func TestKubernetesManifest(t *testing.T) {
+	b, err := os.ReadFile("../../examples/kubernetes/indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(b)
+	field := func(key string) string {
+		m := regexp.MustCompile(`(?m)^\s*` + key + `:\s*"?([^"\s#]+)`).FindStringSubmatch(y)
+		if m == nil {
+			t.Fatalf("no %s in the manifest", key)
+		}
+		return m[1]
+	}
+	env := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- name: (\w+).*\n\s*(value: "?([^"\n]*)"?|valueFrom:)`).FindAllStringSubmatch(y, -1) {
+		env[m[1]] = m[3]
+		if m[3] == "" {
+			env[m[1]] = "(from a secret)"
+		}
+	}
+	if field("completionMode") != "Indexed" || field("clusterIP") != "None" || field("publishNotReadyAddresses") != "true" {
+		t.Error("the manifest is not an Indexed Job with a headless Service that publishes unready pods")
+	}
+	n := field("completions")
+	if field("parallelism") != n || env["HCOMM_SIZE"] != n {
+		t.Errorf("completions %s, parallelism %s, HCOMM_SIZE %s differ", n, field("parallelism"), env["HCOMM_SIZE"])
+	}
+	named := func(kind string) string {
+		return regexp.MustCompile(`(?s)kind: ` + kind + `\n.*?name:\s*(\S+)`).FindStringSubmatch(y)[1]
+	}
+	if want := named("Job") + "-0." + named("Service"); field("subdomain") != named("Service") || env["MASTER_ADDR"] != want {
+		t.Errorf("MASTER_ADDR %q: want rank 0's name through the Service, %q", env["MASTER_ADDR"], want)
+	}
+	size, _ := strconv.Atoi(n)
+	for i := range size {
+		env["JOB_COMPLETION_INDEX"] = strconv.Itoa(i)
+		v, err := Load(lookupIn(env))
+		if err != nil || v.RankErr != nil {
+			t.Fatalf("pod %d: %v %v", i, err, v.RankErr)
+		}
+		if v.Rank != i || v.Size != size || v.Launcher != "Kubernetes" || v.MasterAddr == "" || v.MasterPort != env["MASTER_PORT"] || v.Token == "" {
+			t.Errorf("pod %d reads rank %d size %d launcher %q master %s:%s", i, v.Rank, v.Size, v.Launcher, v.MasterAddr, v.MasterPort)
+		}
 	}
 }
