@@ -49,6 +49,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	vals.Log(set.log)
 	if jc.Size == 1 && jc.StoreURL == "" && jc.Store == nil {
 		f := local.NewFabric(1)
+		boot.Banner(set.log, jc, nil, nil)
 		return newComm(0, 1, "world", set, f.Endpoint(0), nil, f, plan.MemoryModel), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, jc.Connect)
@@ -85,6 +86,11 @@ func initWorld(ctx context.Context, jc boot.JobConfig, set options, ts topologyS
 	}
 	c := newComm(jc.Rank, jc.Size, "world", set, t, j, nil, m)
 	c.ownsJob = true
+	var hosts [][]int
+	if layout != nil {
+		hosts = layout.Hosts
+	}
+	boot.Banner(set.log, jc, j, hosts)
 	if layout != nil {
 		if err := c.pl.SetLayout(*layout); err != nil {
 			c.Close()
@@ -106,7 +112,10 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 		}
 	} else if j.Rank, j.Size, err = rankSize(v); err != nil {
 		return j, err
+	} else {
+		j.Launcher = v.Launcher
 	}
+	j.LocalRank = v.LocalRank
 	if cfg != nil {
 		j.StoreURL, j.Token, j.Store = cfg.Store, cfg.Token, cfg.Rendezvous
 	}

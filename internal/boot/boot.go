@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/transport"
@@ -70,6 +71,55 @@ type Card struct {
 	Machine string `json:"machine,omitempty"`
 }
 
+// ProgressEvery is how often Connect, at INFO, says which ranks it still
+// waits for.
+var ProgressEvery = 5 * time.Second
+
+// progressList bounds the ranks a progress line names.
+const progressList = 8
+
+// reportJoining logs, every ProgressEvery until ctx ends, how many ranks
+// have published their cards and the first ranks still missing, from
+// next (the rank Connect waits for; those below it have published).
+func reportJoining(ctx context.Context, kv store.Store, o Options, next *atomic.Int64) {
+	t := time.NewTicker(ProgressEvery)
+	defer t.Stop()
+	seen := make(map[int]bool)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		joined, err := kv.Add(ctx, "joined", 0)
+		if err != nil {
+			continue
+		}
+		var missing []string
+		for r := int(next.Load()); r < o.Size && len(missing) < progressList && ctx.Err() == nil; r++ {
+			if seen[r] {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			_, err := kv.Get(pctx, "card/"+strconv.Itoa(r))
+			cancel()
+			if err == nil {
+				seen[r] = true
+			} else {
+				missing = append(missing, strconv.Itoa(r))
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if n := o.Size - int(joined) - len(missing); n > 0 {
+			missing = append(missing, fmt.Sprintf("and %d more", n))
+		}
+		o.Logger.Info(fmt.Sprintf("%d/%d ranks joined; waiting for %s", joined, o.Size, strings.Join(missing, ", ")),
+			"comm", o.CommID, "rank", o.Rank)
+	}
+}
+
 // yieldSetting is shm.Config.Yield for a decision already taken.
 func yieldSetting(on bool) int {
 	if on {
@@ -82,7 +132,8 @@ func yieldSetting(on bool) int {
 type Result struct {
 	Transport transport.Transport
 	Cards     []Card
-	Remote    bool // some peer is on another host
+	Remote    bool   // some peer is on another host
+	Peers     string // which transport reaches which peers, for the logs
 }
 
 // maxCard bounds a card read from the store.
@@ -111,8 +162,20 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	if err := kv.Set(ctx, "card/"+strconv.Itoa(o.Rank), b); err != nil {
 		return nil, fmt.Errorf("publish this rank's address: %w", err)
 	}
+	kv.Add(ctx, "joined", 1) // counted for the progress lines only
 	cards := make([]Card, o.Size)
+	var next atomic.Int64 // the rank whose card the loop waits for
+	if o.Size > 1 && o.Logger.Enabled(ctx, slog.LevelInfo) {
+		pctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reportJoining(pctx, kv, o, &next)
+		}()
+		defer func() { stop(); <-done }()
+	}
 	for r := range cards {
+		next.Store(int64(r))
 		v, err := kv.Get(ctx, "card/"+strconv.Itoa(r))
 		if err != nil {
 			return nil, fmt.Errorf("wait for rank %d to publish its address: %w", r, err)
@@ -199,7 +262,31 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &Result{Transport: m, Cards: cards, Remote: remote}, nil
+	return &Result{Transport: m, Cards: cards, Remote: remote, Peers: peerClasses(o, cards, len(local))}, nil
+}
+
+// peerClasses says which transport reaches which peers, for the logs:
+// "shm 3 peers, tcp 4 peers on 2 hosts".
+func peerClasses(o Options, cards []Card, local int) string {
+	var parts []string
+	if local > 1 {
+		parts = append(parts, fmt.Sprintf("shm %d peers", local-1))
+	}
+	hosts := map[string]bool{}
+	n := 0
+	for r, c := range cards {
+		if r != o.Rank && (c.Host != o.Host || o.Transport == "tcp") {
+			n++
+			hosts[c.Host] = true
+		}
+	}
+	if n > 0 {
+		parts = append(parts, fmt.Sprintf("tcp %d peers on %d hosts", n, len(hosts)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func cma(threshold int) int {

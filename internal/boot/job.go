@@ -25,6 +25,7 @@ type Job struct {
 	connect time.Duration
 	log     *slog.Logger
 	watch   *diag.Watcher
+	peers   string // the world communicator's Result.Peers
 }
 
 // JobConfig is what OpenJob needs.
@@ -36,6 +37,8 @@ type JobConfig struct {
 	Store     store.Store
 	HostStore string // address to serve the store on at rank 0 (torchrun style), or ""
 	Token     string // the job secret, for the store
+	Launcher  string // whose variables gave the rank and size, for the logs
+	LocalRank int    // the rank within the host a launcher gave, or -1; for the logs
 	// Connect bounds each later communicator's connection (Split).
 	Connect time.Duration
 	// Options is the template of every communicator's transport options
@@ -94,8 +97,15 @@ func (j *Job) Connect(ctx context.Context, id string, rank, size int) (transport
 	if err != nil {
 		return nil, false, err
 	}
+	if id == "world" {
+		j.peers = res.Peers
+	}
 	return res.Transport, res.Remote, nil
 }
+
+// Peers says which transport reaches which peers of the world
+// communicator, once it is connected.
+func (j *Job) Peers() string { return j.peers }
 
 // Sub is Connect for a communicator derived later (Split), bounded by the
 // job's connect timeout.
