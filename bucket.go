@@ -137,6 +137,7 @@ type bucket struct {
 	ready    int
 	first    time.Time // when its first member became ready this step
 	launched bool
+	warned   bool   // a flush without some members was logged at WARN
 	contrib  []bool // at launch: whether each member contributes
 	ev       *Event // completion, re-armed every step
 	run      func(context.Context) error
@@ -467,15 +468,20 @@ func (b *Bucketer) onWindow() {
 // launch enqueues bk's reduction. b.mu is held.
 func (b *Bucketer) launch(bk *bucket) {
 	bk.launched = true
+	missing := 0
 	for i, g := range bk.members {
 		bk.contrib[i] = g.ready
 		if !g.ready {
 			g.late = true
+			missing++
 		}
 		if g.after != nil {
 			b.s.waitGen(g.after, g.afterGen) // takes over the ref counted by ReadyAfter
 			g.after = nil
 		}
+	}
+	if missing > 0 {
+		b.logUnready(bk, missing)
 	}
 	b.s.Go(bk.run)
 	b.s.RecordEvent(bk.ev)

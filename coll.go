@@ -68,6 +68,9 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
 	}
 	c.seq++
+	if c.debug {
+		c.logOp(k, prog)
+	}
 	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.dt, Op: k.op,
 		Root: int32(k.root), Count: k.digest}
 	fp := &c.fp

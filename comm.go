@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ type Comm struct {
 	rank, size int
 	id         string // identity, unique among the communicators of a job
 	set        options
+	debug      bool // set.log takes DEBUG records: each collective is logged
 	t          transport.Transport
 	ex         *exec.Executor
 	pl         *plan.Planner
@@ -120,6 +122,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	m.Chunk = set.chunk
 	c := &Comm{
 		rank: rank, size: size, id: id, set: set, t: t, job: job, fabric: f, model: m,
+		debug: set.log.Enabled(context.Background(), slog.LevelDebug),
 		ex:    exec.New(t, set.chunk),
 		clock: trace.NewClock(),
 		pl:    plan.New(rank, size, m, set.overrides),

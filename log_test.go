@@ -63,3 +63,83 @@ func TestInitBanner(t *testing.T) {
 		}
 	}
 }
+
+// TestOpDebugLine: at DEBUG every collective logs one line naming the
+// algorithm and why it was chosen; at INFO none does.
+func TestOpDebugLine(t *testing.T) {
+	for _, tc := range []struct {
+		level slog.Level
+		algo  string
+		want  []string
+	}{
+		{slog.LevelDebug, "", []string{`msg="hcomm: op" comm=local rank=0 seq=1 op=AllReduce dtype=float32 bytes=4096 algo=`, `why="cheapest under the cost model"`}},
+		{slog.LevelDebug, "allreduce=ring", []string{"op=AllReduce dtype=float32 bytes=4096 algo=ring", `why="forced (HCOMM_ALGO / Config.Algo)"`}},
+		{slog.LevelInfo, "", nil},
+	} {
+		var logs lockedBuffer
+		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: tc.level}))
+		onLocalRanks(t, 2, &Config{Timeout: time.Minute, Algo: tc.algo, Logger: log}, func(c *Comm) error {
+			x := make([]float32, 1024)
+			return AllReduce(context.Background(), c, x, x, Sum)
+		})
+		out := logs.String()
+		if tc.want == nil {
+			if strings.Contains(out, "hcomm: op") {
+				t.Errorf("level %v logs ops:\n%s", tc.level, out)
+			}
+			continue
+		}
+		if n := strings.Count(out, `msg="hcomm: op"`); n != 2 {
+			t.Errorf("algo %q: %d op lines for one AllReduce on 2 ranks:\n%s", tc.algo, n, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("algo %q: the log lacks %q:\n%s", tc.algo, w, out)
+			}
+		}
+	}
+}
+
+// TestBucketUnreadyWarn: a bucket launched with a tensor not ready is
+// reported at WARN the first time, at DEBUG after that.
+func TestBucketUnreadyWarn(t *testing.T) {
+	ctx := context.Background()
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute, Logger: log}, func(c *Comm) error {
+		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20})
+		defer b.Close()
+		x, y := []float64{1, 2}, []float64{3, 4}
+		gx, _ := Register(b, "x", x)
+		gy, _ := Register(b, "y", y)
+		if err := b.Build(ctx); err != nil {
+			return err
+		}
+		for range 2 {
+			if err := gy.Ready(); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				if err := gx.Ready(); err != nil {
+					return err
+				}
+			}
+			if err := b.Wait(ctx); err != nil { // rank 1 flushes without x
+				return err
+			}
+		}
+		return nil
+	})
+	out := logs.String()
+	for _, w := range []string{
+		`level=WARN msg="hcomm: bucket launched with tensors not ready; they contribute zeros (later launches of this bucket like this one are logged at DEBUG)" rank=1 bucket=0 not_ready=1 tensors=2 names=x by="Flush or Wait"`,
+		`level=DEBUG msg="hcomm: bucket launched with tensors not ready; they contribute zeros" rank=1 bucket=0 not_ready=1`,
+	} {
+		if strings.Count(out, w) != 1 {
+			t.Errorf("the log does not hold once %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "rank=0 bucket=0 not_ready") {
+		t.Errorf("rank 0, whose tensors were all ready, warned:\n%s", out)
+	}
+}
