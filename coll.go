@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	rtrace "runtime/trace"
 	"strings"
 	"unsafe"
 
@@ -79,12 +80,24 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	defer end()
 	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx, fp: fp}
 	slot := c.rec.Begin(k.name, fp, now)
+	var ev OpEvent
+	var region *rtrace.Region
+	observed := c.set.observer != nil || rtrace.IsEnabled()
+	if observed {
+		ev, region = c.observe(ctx, k, prog.Algo, now)
+	}
 	if err := c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out); err != nil {
 		oe := c.runErr(&c.cur, err)
 		c.rec.End(slot, oe)
+		if observed {
+			c.observeEnd(&ev, region, oe)
+		}
 		return oe
 	}
 	c.rec.End(slot, nil)
+	if observed {
+		c.observeEnd(&ev, region, nil)
+	}
 	if k.op == reduce.Avg && len(k.avg) > 0 {
 		reduce.DivN(k.dt, k.avg, c.size)
 	}

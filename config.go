@@ -107,6 +107,12 @@ type Config struct {
 	// call; it is a debugging aid.
 	CheckResults bool
 
+	// Observer, if not nil, is told about every collective of the
+	// communicator and of those split from it as it starts and ends (see
+	// Observer). Collectives appear in `go tool trace` as regions
+	// ("hcomm/AllReduce", …) whether or not it is set.
+	Observer *Observer
+
 	// DumpSignal names a signal, "USR1" or "USR2", on which the process
 	// writes every live communicator's flight recorder to standard error
 	// (HCOMM_DUMP_SIGNAL; ignored outside Unix).
@@ -122,6 +128,7 @@ type options struct {
 	// checkResults compares results across ranks (HCOMM_CHECK_RESULTS).
 	checkResults bool
 	dumpSignal   string
+	observer     *Observer
 }
 
 // resolve lays cfg over the environment's settings.
@@ -222,6 +229,7 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 	}
 	o.checkResults = v.CheckResults
 	o.dumpSignal = v.DumpSignal
+	o.observer = c.Observer
 	o.log = c.Logger
 	if o.log == nil {
 		o.log = v.Logger()

@@ -1,0 +1,65 @@
+package hcomm
+
+import (
+	"context"
+	rtrace "runtime/trace"
+	"time"
+)
+
+// An Observer is told about a communicator's collectives as they start and
+// end (Config.Observer). Every field may be nil. The funcs run on the
+// goroutine making the call, while the communicator holds its lock for
+// the call: they must return quickly and must not call the communicator.
+// A communicator without an Observer pays one branch per collective.
+type Observer struct {
+	// OpStart is called when a collective starts, after its algorithm is
+	// chosen; Duration and Err are zero.
+	OpStart func(OpEvent)
+	// OpEnd is called when it returns, with its Duration and error.
+	OpEnd func(OpEvent)
+}
+
+// An OpEvent describes one collective for an Observer.
+type OpEvent struct {
+	Comm     string // the communicator's identity ("world", or a Split's)
+	Rank     int    // this rank in the communicator
+	Peers    int    // the ranks taking part (the communicator's size)
+	Seq      uint64 // the collective's sequence number in the communicator
+	Op       string // "AllReduce", "Broadcast", …
+	DType    DType
+	Bytes    int    // the larger of this rank's input and output, in bytes
+	Algo     string // the algorithm the planner chose ("ring", "rd", …)
+	Start    time.Time
+	Duration time.Duration // OpEnd only
+	Err      error         // OpEnd only: what the call returns
+}
+
+// observe starts an operation's observation: the Observer's OpStart and,
+// when the program runs under `go tool trace`, a runtime/trace region. It
+// returns what observeEnd needs. c.mu is held.
+func (c *Comm) observe(ctx context.Context, k *call, algo string, start time.Time) (OpEvent, *rtrace.Region) {
+	var ev OpEvent
+	if o := c.set.observer; o != nil {
+		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.dt),
+			Bytes: max(len(k.in), len(k.out)), Algo: algo, Start: start}
+		if o.OpStart != nil {
+			o.OpStart(ev)
+		}
+	}
+	var r *rtrace.Region
+	if rtrace.IsEnabled() {
+		r = rtrace.StartRegion(ctx, "hcomm/"+k.name)
+	}
+	return ev, r
+}
+
+// observeEnd ends what observe started.
+func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
+	if r != nil {
+		r.End()
+	}
+	if o := c.set.observer; o != nil && o.OpEnd != nil {
+		ev.Duration, ev.Err = c.clock.Now().Sub(ev.Start), err
+		o.OpEnd(*ev)
+	}
+}

@@ -1,0 +1,114 @@
+package hcomm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	rtrace "runtime/trace"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestObserver: every collective of every rank reaches the Observer once
+// at its start and once at its end, described as it was called.
+func TestObserver(t *testing.T) {
+	var mu sync.Mutex
+	var starts, ends []OpEvent
+	obs := &Observer{
+		OpStart: func(e OpEvent) { mu.Lock(); starts = append(starts, e); mu.Unlock() },
+		OpEnd:   func(e OpEvent) { mu.Lock(); ends = append(ends, e); mu.Unlock() },
+	}
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute, Algo: "allreduce=ring", Observer: obs}, func(c *Comm) error {
+		ctx := context.Background()
+		x := make([]float32, 1024)
+		if err := AllReduce(ctx, c, x, x, Sum); err != nil {
+			return err
+		}
+		y := make([]int64, 8)
+		return Broadcast(ctx, c, y, 1)
+	})
+	if len(starts) != 4 || len(ends) != 4 {
+		t.Fatalf("%d starts and %d ends for 2 collectives on 2 ranks", len(starts), len(ends))
+	}
+	for _, e := range ends {
+		want := OpEvent{Comm: "local", Rank: e.Rank, Peers: 2, Seq: 1, Op: "AllReduce", DType: DTypeFloat32, Bytes: 4096, Algo: "ring",
+			Start: e.Start, Duration: e.Duration}
+		if e.Op == "Broadcast" {
+			want.Seq, want.Op, want.DType, want.Bytes, want.Algo = 2, "Broadcast", DTypeInt64, 64, e.Algo
+		}
+		if e != want || e.Algo == "" || e.Start.IsZero() || e.Duration <= 0 {
+			t.Errorf("OpEnd got %+v, want %+v", e, want)
+		}
+	}
+	for _, e := range starts {
+		if e.Duration != 0 || e.Err != nil || e.Algo == "" {
+			t.Errorf("OpStart got %+v", e)
+		}
+	}
+}
+
+// TestObserverError: a collective that fails reaches OpEnd with its error.
+func TestObserverError(t *testing.T) {
+	var got atomic.Pointer[OpEvent]
+	obs := &Observer{OpEnd: func(e OpEvent) { got.Store(&e) }}
+	comms, err := NewLocal(context.Background(), 2, &Config{Timeout: time.Minute, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[1].Close()
+	defer comms[0].Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // rank 1 never joins; the call ends with ctx
+	x := make([]float64, 4)
+	callErr := AllReduce(ctx, comms[0], x, x, Sum)
+	e := got.Load()
+	if callErr == nil || e == nil || !errors.Is(e.Err, callErr) || e.Op != "AllReduce" {
+		t.Fatalf("call error %v, OpEnd %+v", callErr, e)
+	}
+}
+
+// BenchmarkAllReduceObserved: an Observer that does not allocate keeps a
+// collective free of allocations.
+func BenchmarkAllReduceObserved(b *testing.B) {
+	var n atomic.Int64
+	obs := &Observer{OpStart: func(OpEvent) { n.Add(1) }, OpEnd: func(e OpEvent) { n.Add(int64(e.Duration)) }}
+	comms, err := NewLocal(context.Background(), benchRanks, &Config{Timeout: time.Minute, Observer: obs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	bufs := make([][]float32, len(comms))
+	for i := range bufs {
+		bufs[i] = make([]float32, 2)
+	}
+	benchCollective(b, comms, 8, func(ctx context.Context, c *Comm) error {
+		x := bufs[c.Rank()]
+		return AllReduce(ctx, c, x, x, Sum)
+	})
+	if n.Load() == 0 {
+		b.Fatal("the Observer saw nothing")
+	}
+}
+
+// TestRuntimeTraceRegions: under runtime/trace, collectives are regions
+// named after them.
+func TestRuntimeTraceRegions(t *testing.T) {
+	var buf bytes.Buffer
+	if err := rtrace.Start(&buf); err != nil {
+		t.Skipf("runtime/trace: %v", err) // another trace is running
+	}
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
+		x := make([]float64, 4)
+		return AllReduce(context.Background(), c, x, x, Sum)
+	})
+	rtrace.Stop()
+	if !bytes.Contains(buf.Bytes(), []byte("hcomm/AllReduce")) {
+		t.Error("the execution trace holds no hcomm/AllReduce region")
+	}
+}
