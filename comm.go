@@ -51,6 +51,7 @@ type Comm struct {
 	job        *boot.Job     // the job's store and transports; nil under NewLocal
 	fabric     *local.Fabric // NewLocal's in-process fabric; nil in a job
 	ownsJob    bool          // Close closes job (the world communicator)
+	trace      *traceFile    // HCOMM_TRACE's file, closed by Close (the world communicator)
 
 	members      []int          // the world rank of each rank (multi-process jobs)
 	rec          trace.Recorder // the flight recorder
@@ -235,6 +236,7 @@ func (c *Comm) Close() error {
 	if c.ownsJob {
 		c.job.Close()
 	}
+	c.trace.close()
 	return err
 }
 

@@ -47,20 +47,31 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
 	}
 	vals.Log(set.log)
+	var tf *traceFile
+	if vals.Trace != "" {
+		if tf, err = openTrace(vals.Trace, jc.Rank, set.observer); err != nil {
+			return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
+		}
+		set.observer = tf.observer()
+	}
 	if jc.Size == 1 && jc.StoreURL == "" && jc.Store == nil {
 		f := local.NewFabric(1)
 		boot.Banner(set.log, jc, nil, nil)
-		return newComm(0, 1, "world", set, f.Endpoint(0), nil, f, plan.MemoryModel), nil
+		c := newComm(0, 1, "world", set, f.Endpoint(0), nil, f, plan.MemoryModel)
+		c.trace = tf
+		return c, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, jc.Connect)
 	defer cancel()
 	c, err := initWorld(ctx, jc, set, topologySettings{off: vals.Topology == "off", file: vals.RankTable})
 	if err != nil {
+		tf.close()
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("%w after %v (HCOMM_CONNECT_TIMEOUT): %w", ErrTimeout, jc.Connect, err)
 		}
 		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
 	}
+	c.trace = tf
 	return c, nil
 }
 

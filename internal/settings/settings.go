@@ -91,6 +91,7 @@ type Values struct {
 	DumpSignal     string // "", "USR1" or "USR2"
 	Topology       string // "" (auto) or "off"
 	RankTable      string // topology file path, or ""
+	Trace          string // trace-event file name pattern (HCOMM_TRACE), or ""
 
 	// Source records, per variable name, where a value that is not the
 	// default came from: "env" or "config".
@@ -349,6 +350,10 @@ var Table = []Var{
 		Doc:   "topology file (HCCL rank table JSON, or hcomm's format) that places ranks on hosts; checked against the machines at Init",
 		parse: stringVar(func(v *Values) *string { return &v.RankTable }),
 		show:  func(v *Values) string { return v.RankTable }},
+	{Name: "HCOMM_TRACE", Type: "string",
+		Doc:   "write each rank's collectives to a trace-event file (Perfetto, chrome://tracing): job.json gives job.rank0.json, …; %r in the name is replaced by the rank (Init)",
+		parse: stringVar(func(v *Values) *string { return &v.Trace }),
+		show:  func(v *Values) string { return v.Trace }},
 	{Name: "HCOMM_PERF_EMIT", Type: "string", Scope: Tool,
 		Doc: "set by hcomm perf on the ranks it launches"},
 	{Name: "HCOMM_LOCAL_RANK", Type: "int", Scope: Program,

@@ -1,0 +1,95 @@
+package hcomm
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hcomm-go/hcomm/internal/traceevent"
+)
+
+// traceFile writes a rank's collectives to a trace-event file
+// (HCOMM_TRACE), which Perfetto and chrome://tracing open and `hcomm trace
+// merge` joins across ranks: process = the world rank, one thread per
+// communicator, one slice per collective with its description as args. It
+// observes through an Observer, after the program's own.
+type traceFile struct {
+	mu   sync.Mutex
+	w    *traceevent.Writer // nil once closed
+	pid  int
+	tids map[string]int // per communicator
+	user *Observer
+}
+
+// traceFileName is pattern for rank: "%r" replaced by the rank, or else
+// ".rankN" added before the extension (job.json → job.rank3.json).
+func traceFileName(pattern string, rank int) string {
+	r := strconv.Itoa(rank)
+	if strings.Contains(pattern, "%r") {
+		return strings.ReplaceAll(pattern, "%r", r)
+	}
+	ext := filepath.Ext(pattern)
+	return strings.TrimSuffix(pattern, ext) + ".rank" + r + ext
+}
+
+// openTrace starts world rank rank's trace file; user is the program's
+// Observer (nil: none).
+func openTrace(pattern string, rank int, user *Observer) (*traceFile, error) {
+	name := traceFileName(pattern, rank)
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, invalid("HCOMM_TRACE: %v", err)
+	}
+	t := &traceFile{w: traceevent.NewWriter(f), pid: rank, tids: map[string]int{}, user: user}
+	t.w.Process(rank, "rank "+strconv.Itoa(rank))
+	return t, nil
+}
+
+// observer returns the Observer that feeds the file and the program's.
+func (t *traceFile) observer() *Observer {
+	o := &Observer{OpEnd: t.opEnd}
+	if t.user != nil {
+		o.OpStart = t.user.OpStart
+	}
+	return o
+}
+
+func (t *traceFile) opEnd(e OpEvent) {
+	if t.user != nil && t.user.OpEnd != nil {
+		t.user.OpEnd(e)
+	}
+	args := map[string]any{"comm": e.Comm, "rank": e.Rank, "peers": e.Peers, "seq": e.Seq,
+		"dtype": e.DType.String(), "bytes": e.Bytes, "algo": e.Algo}
+	if e.Err != nil {
+		args["error"] = e.Err.Error()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w == nil {
+		return
+	}
+	tid, ok := t.tids[e.Comm]
+	if !ok {
+		tid = len(t.tids)
+		t.tids[e.Comm] = tid
+		t.w.Thread(t.pid, tid, "comm "+e.Comm)
+	}
+	t.w.Slice(t.pid, tid, e.Op, "collective", e.Start, e.Duration, args)
+}
+
+// close finishes the file; later collectives are not written.
+func (t *traceFile) close() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w == nil {
+		return nil
+	}
+	err := t.w.Close()
+	t.w = nil
+	return err
+}
