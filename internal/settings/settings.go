@@ -353,7 +353,12 @@ var Table = []Var{
 	{Name: "HCOMM_TRACE", Type: "string",
 		Doc:   "write each rank's collectives to a trace-event file (Perfetto, chrome://tracing): job.json gives job.rank0.json, …; %r in the name is replaced by the rank (Init)",
 		parse: stringVar(func(v *Values) *string { return &v.Trace }),
-		show:  func(v *Values) string { return v.Trace }},
+		show: func(v *Values) string {
+			if v.Trace == "" {
+				return "off"
+			}
+			return v.Trace
+		}},
 	{Name: "HCOMM_PERF_EMIT", Type: "string", Scope: Tool,
 		Doc: "set by hcomm perf on the ranks it launches"},
 	{Name: "HCOMM_LOCAL_RANK", Type: "int", Scope: Program,
