@@ -483,6 +483,10 @@ func (b *Bucketer) launch(bk *bucket) {
 	if missing > 0 {
 		b.logUnready(bk, missing)
 	}
+	if o := b.c.set.observer; o != nil && o.BucketLaunch != nil {
+		o.BucketLaunch(BucketEvent{Comm: b.c.id, Rank: b.c.rank, Bucket: bk.index, Bytes: len(bk.buf),
+			Tensors: len(bk.members), NotReady: missing, Flushed: b.flushing, At: clock.Or(b.clock).Now()})
+	}
 	b.s.Go(bk.run)
 	b.s.RecordEvent(bk.ev)
 }

@@ -17,6 +17,22 @@ type Observer struct {
 	OpStart func(OpEvent)
 	// OpEnd is called when it returns, with its Duration and error.
 	OpEnd func(OpEvent)
+	// BucketLaunch is called when a Bucketer of the communicator
+	// launches a bucket's reduction (on the goroutine that triggered it,
+	// under the Bucketer's lock).
+	BucketLaunch func(BucketEvent)
+}
+
+// A BucketEvent describes a Bucketer's launch of one bucket.
+type BucketEvent struct {
+	Comm     string // the communicator's identity
+	Rank     int
+	Bucket   int       // the bucket's index (BucketInfo.Index)
+	Bytes    int       // the bucket's size
+	Tensors  int       // tensors in the bucket
+	NotReady int       // of which not ready (they contribute zeros)
+	Flushed  bool      // launched by Flush or Wait rather than by readiness or the window
+	At       time.Time // when it was launched
 }
 
 // An OpEvent describes one collective for an Observer.

@@ -49,11 +49,37 @@ func openTrace(pattern string, rank int, user *Observer) (*traceFile, error) {
 
 // observer returns the Observer that feeds the file and the program's.
 func (t *traceFile) observer() *Observer {
-	o := &Observer{OpEnd: t.opEnd}
+	o := &Observer{OpEnd: t.opEnd, BucketLaunch: t.bucketLaunch}
 	if t.user != nil {
 		o.OpStart = t.user.OpStart
 	}
 	return o
+}
+
+// tid returns communicator comm's thread, naming it the first time.
+// t.mu is held.
+func (t *traceFile) tid(comm string) int {
+	tid, ok := t.tids[comm]
+	if !ok {
+		tid = len(t.tids)
+		t.tids[comm] = tid
+		t.w.Thread(t.pid, tid, "comm "+comm)
+	}
+	return tid
+}
+
+func (t *traceFile) bucketLaunch(e BucketEvent) {
+	if t.user != nil && t.user.BucketLaunch != nil {
+		t.user.BucketLaunch(e)
+	}
+	args := map[string]any{"comm": e.Comm, "bucket": e.Bucket, "bytes": e.Bytes, "tensors": e.Tensors,
+		"not_ready": e.NotReady, "flushed": e.Flushed}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w == nil {
+		return
+	}
+	t.w.Instant(t.pid, t.tid(e.Comm), "bucket "+strconv.Itoa(e.Bucket), "bucket", e.At, args)
 }
 
 func (t *traceFile) opEnd(e OpEvent) {
@@ -70,13 +96,7 @@ func (t *traceFile) opEnd(e OpEvent) {
 	if t.w == nil {
 		return
 	}
-	tid, ok := t.tids[e.Comm]
-	if !ok {
-		tid = len(t.tids)
-		t.tids[e.Comm] = tid
-		t.w.Thread(t.pid, tid, "comm "+e.Comm)
-	}
-	t.w.Slice(t.pid, tid, e.Op, "collective", e.Start, e.Duration, args)
+	t.w.Slice(t.pid, t.tid(e.Comm), e.Op, "collective", e.Start, e.Duration, args)
 }
 
 // close finishes the file; later collectives are not written.

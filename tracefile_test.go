@@ -60,7 +60,19 @@ func TestTraceFile(t *testing.T) {
 					return
 				}
 			}
-			errs[r] = Broadcast(ctx, c, x, 0)
+			if errs[r] = Broadcast(ctx, c, x, 0); errs[r] != nil {
+				return
+			}
+			b := NewBucketer(c, BucketConfig{})
+			defer b.Close()
+			g, _ := Register(b, "g", make([]float32, 4))
+			if errs[r] = b.Build(ctx); errs[r] != nil {
+				return
+			}
+			if errs[r] = g.Ready(); errs[r] != nil {
+				return
+			}
+			errs[r] = b.Wait(ctx)
 		}()
 	}
 	wg.Wait()
@@ -82,8 +94,12 @@ func TestTraceFile(t *testing.T) {
 		}
 		files = append(files, evs)
 		var ops []string
+		buckets := 0
 		for _, e := range evs {
-			if e.Ph != "X" {
+			if e.Ph == "i" && e.Cat == "bucket" && e.Name == "bucket 0" && e.Args["tensors"] == float64(1) {
+				buckets++
+			}
+			if e.Ph != "X" || e.Args["seq"] != float64(len(ops)+1) || len(ops) == 4 { // then the Bucketer's own
 				continue
 			}
 			if e.PID != r || e.Cat != "collective" || e.Args["algo"] == "" || e.Args["comm"] != "world" || e.Args["bytes"] != float64(1024) {
@@ -93,6 +109,9 @@ func TestTraceFile(t *testing.T) {
 		}
 		if want := []string{"AllReduce", "AllReduce", "AllReduce", "Broadcast"}; len(ops) != 4 || ops[0] != want[0] || ops[3] != want[3] {
 			t.Errorf("rank %d's slices %v, want %v", r, ops, want)
+		}
+		if buckets != 1 {
+			t.Errorf("rank %d's file has %d bucket launches, want 1", r, buckets)
 		}
 	}
 	for r := range n {
