@@ -97,6 +97,14 @@ type Config struct {
 	// receiver (Init only; HCOMM_CHECKSUM=1).
 	Checksum bool
 
+	// Insecure lets a job of several ranks join without a secret Token
+	// when its store or data ports are reachable from other hosts (Init
+	// only; HCOMM_INSECURE=1). Anyone who can reach them can then join
+	// the job or read its data; Init logs a warning every time. Without
+	// it, such a job fails at Init and says how to set a token; a job
+	// whose store and data ports are on loopback needs none.
+	Insecure bool
+
 	// Logger receives diagnostics. Nil means a logger on standard error at
 	// the level HCOMM_DEBUG names (default: warnings only).
 	Logger *slog.Logger
@@ -198,6 +206,10 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 	if c.TCPPoll != 0 {
 		v.TCPPoll = c.TCPPoll
 		v.Set("HCOMM_TCP_POLL")
+	}
+	if c.Insecure {
+		v.Insecure = true
+		v.Set("HCOMM_INSECURE")
 	}
 	if c.Checksum {
 		v.Checksum = true

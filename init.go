@@ -139,18 +139,17 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 	if j.StoreURL == "" && j.Store == nil && v.MasterAddr != "" {
 		j.StoreURL = "tcp://" + net.JoinHostPort(v.MasterAddr, v.MasterPort)
 		j.HostStore = net.JoinHostPort("", v.MasterPort)
+		if isLoopback(v.MasterAddr) {
+			// Ranks that meet on loopback are all on this host: serve
+			// the store there only.
+			j.HostStore = net.JoinHostPort(v.MasterAddr, v.MasterPort)
+		}
 	}
 	if j.Size > 1 && j.StoreURL == "" && j.Store == nil {
 		return j, invalid("rank %d of %d has no rendezvous store: set HCOMM_STORE (tcp://host:port or file:///dir) or MASTER_ADDR/MASTER_PORT, or start the job with `hcomm run`", j.Rank, j.Size)
 	}
-	if j.Token == "" && j.Size > 1 {
-		// Without a secret anyone who can reach the store can join; tie
-		// the job to what the launchers provide, and say so.
-		j.Token = v.JobID + "/" + j.StoreURL
-	}
 	j.Connect = v.ConnectTimeout
 	o := &j.Options
-	o.Token = sha256.Sum256([]byte(j.Token))
 	o.Transport, o.NSocks, o.ChunkBytes = v.Transport, v.NSocks, set.chunk
 	o.Yield, o.TCPPoll, o.Checksum, o.Logger = v.Yield, v.TCPPoll, v.Checksum, set.log
 	// Single-copy shared memory (process_vm_readv) is off by default: on
@@ -167,7 +166,36 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 	if o.ListenHost, o.AdvertiseHost, err = boot.ListenAddress(storeHost, v.SocketAddr, v.SocketIfname); err != nil {
 		return j, err
 	}
+	if j.Token == "" && j.Size > 1 {
+		// A job without a secret is open to whoever reaches its store or
+		// data ports: fine on loopback, refused elsewhere unless asked for.
+		exposed := !isLoopback(o.ListenHost) || (storeHost != "" && !isLoopback(storeHost))
+		if exposed && !v.Insecure {
+			return j, invalid("rank %d of %d has no secret token, and its store or data ports (%s) are reachable from other hosts: "+
+				"set HCOMM_TOKEN to the same random secret on every rank (e.g. HCOMM_TOKEN=$(openssl rand -hex 32)), "+
+				"or start the job with `hcomm run`, or serve the store with `hcomm store --env-file FILE`, which make one; "+
+				"HCOMM_INSECURE=1 joins without one", j.Rank, j.Size, o.ListenHost)
+		}
+		if exposed {
+			set.log.Warn("hcomm: joining without a secret token (HCOMM_INSECURE): anyone who can reach the store or this rank's data port can join the job or read its data",
+				"rank", j.Rank, "listen", o.ListenHost)
+		}
+		// Loopback only, or insecure by request: tie the job to what the
+		// launchers provide.
+		j.Token = v.JobID + "/" + j.StoreURL
+	}
+	o.Token = sha256.Sum256([]byte(j.Token))
 	return j, nil
+}
+
+// isLoopback reports whether host (a name or an address) is this
+// machine's loopback.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // rankSize is the rank and size the launchers' variables set.

@@ -88,6 +88,7 @@ type Values struct {
 	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
 	Checksum       bool
 	CheckResults   bool
+	Insecure       bool   // join without a secret token even where strangers can reach the job
 	DumpSignal     string // "", "USR1" or "USR2"
 	Topology       string // "" (auto) or "off"
 	RankTable      string // topology file path, or ""
@@ -203,6 +204,12 @@ var Table = []Var{
 				return ""
 			}
 			return "(set)"
+		}},
+	{Name: "HCOMM_INSECURE", Type: "bool", Default: "0", Field: "Insecure",
+		Doc:   "1: join without HCOMM_TOKEN even when the store or data ports are reachable from other hosts (anyone who can reach them can join; logged as a warning at every Init)",
+		parse: boolVar(func(v *Values) *bool { return &v.Insecure }),
+		show: func(v *Values) string {
+			return fmt.Sprint(v.Insecure)
 		}},
 	{Name: "HCOMM_CONNECT_TIMEOUT", Type: "duration", Default: "2m", Field: "ConnectTimeout",
 		Doc:   "bound on Init's rendezvous and connections (and Split's)",
