@@ -36,10 +36,17 @@ func (a *args) name() string {
 	return a.coll.String()
 }
 
+// errNilCtx refuses a nil ctx before the call takes a sequence number, so
+// the communicator stays usable and in step with its peers.
+var errNilCtx = invalid("nil ctx")
+
 var vNames = [...]string{sched.AllGather: "AllGatherV", sched.ReduceScatter: "ReduceScatterV", sched.AllToAll: "AllToAllV"}
 
 // do runs a described call.
 func (c *Comm) do(ctx context.Context, a *args) error {
+	if ctx == nil {
+		return c.argErr(a.name(), errNilCtx)
+	}
 	switch a.coll {
 	case sched.Barrier:
 		return c.Barrier(ctx)
@@ -54,6 +61,29 @@ func (c *Comm) do(ctx context.Context, a *args) error {
 		return c.argErr(k.name, err)
 	}
 	return c.run(ctx, &k)
+}
+
+// checkArgs checks a described call's arguments without running it (the
+// Async forms check at enqueue time).
+func (c *Comm) checkArgs(a *args) error {
+	switch a.coll {
+	case sched.Barrier:
+		return nil
+	case sched.SendRecv:
+		buf := a.send
+		if a.recvSide {
+			buf = a.recv
+		}
+		if _, _, err := c.checkP2P(buf, a.dt, a.root, a.tag); err != nil {
+			return c.argErr(a.name(), err)
+		}
+		return nil
+	}
+	var k call
+	if err := c.check(a, &k); err != nil {
+		return c.argErr(k.name, err)
+	}
+	return nil
 }
 
 // layout describes the buffers of a collective whose ranks all pass the

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -29,6 +30,11 @@ const DefaultBucketBytes = 25 << 20
 // flushed without it (see Bucketer).
 var ErrLate = errors.New("hcomm: tensor marked ready after its bucket was flushed")
 
+// ErrUnused reports that a step ended (Bucketer.Wait) with tensors never
+// marked ready: they were reduced as zeros. Set BucketConfig.AllowUnused
+// when some tensors legitimately take no part in a step.
+var ErrUnused = errors.New("hcomm: tensors not marked ready in the step")
+
 // BucketConfig configures a Bucketer. Every rank must use the same values.
 type BucketConfig struct {
 	// Threshold is a bucket's target size in bytes: a bucket is closed
@@ -48,6 +54,13 @@ type BucketConfig struct {
 	// Stream is the stream the reductions run on. Nil means a stream of
 	// the Bucketer's own, closed by Close.
 	Stream *Stream
+
+	// AllowUnused lets a step end with tensors never marked ready (as
+	// torch DDP's find_unused_parameters): they contribute zeros and Wait
+	// succeeds. By default Wait reduces them as zeros too but then fails
+	// with ErrUnused naming them, since a forgotten Ready silently zeroing
+	// a gradient is usually a bug.
+	AllowUnused bool
 }
 
 // A Bucketer fuses many tensors (gradients, typically) into few large
@@ -114,6 +127,7 @@ type Bucketer struct {
 	window time.Duration
 	s      *Stream
 	ownS   bool
+	unused bool // AllowUnused
 
 	mu       sync.Mutex
 	grads    []*Grad
@@ -171,7 +185,7 @@ type BucketInfo struct {
 // NewBucketer returns a Bucketer reducing with c. cfg's zero fields mean
 // defaults.
 func NewBucketer(c *Comm, cfg BucketConfig) *Bucketer {
-	b := &Bucketer{c: c, op: cfg.Op, thresh: cfg.Threshold, window: cfg.Window, s: cfg.Stream}
+	b := &Bucketer{c: c, op: cfg.Op, thresh: cfg.Threshold, window: cfg.Window, s: cfg.Stream, unused: cfg.AllowUnused}
 	if b.op == 0 {
 		b.op = Sum
 	}
@@ -213,6 +227,8 @@ func (b *Bucketer) register(name string, dt DType, n int, user []byte) (*Grad, e
 		return nil, b.argErr("Register", invalid("tensor %q registered after Build", name))
 	case n < 0:
 		return nil, b.argErr("Register", invalid("tensor %q has %d elements", name, n))
+	case n > maxElems:
+		return nil, b.argErr("Register", invalid("tensor %q has %d elements, more than a buffer can hold (%d)", name, n, maxElems))
 	}
 	g := &Grad{b: b, name: name, index: len(b.grads), dt: dt, n: n, user: user}
 	b.grads = append(b.grads, g)
@@ -242,6 +258,9 @@ func View[T Element](g *Grad) ([]T, error) {
 	}
 	if g.n == 0 {
 		return []T{}, nil
+	}
+	if g.off < 0 || g.n > (len(g.bk.buf)-g.off)/g.dt.Size() {
+		return nil, b.argErr("View", invalid("tensor %q lies outside its bucket", g.name))
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&g.bk.buf[g.off])), g.n), nil
 }
@@ -275,6 +294,17 @@ func (b *Bucketer) Build(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// The layout is the same on every rank, so every rank refuses a bucket
+	// too big to address alike.
+	for _, bk := range b.buckets {
+		size := 0
+		for _, g := range bk.members {
+			if g.n > (maxElems-size)/g.dt.Size() {
+				return b.argErr("Build", invalid("bucket %d overflows at tensor %q (%d elements)", bk.index, g.name, g.n))
+			}
+			size += g.n * g.dt.Size()
+		}
+	}
 	for _, bk := range b.buckets {
 		size := 0
 		for _, g := range bk.members {
@@ -308,7 +338,7 @@ func (b *Bucketer) layout() {
 		}
 		bk.members = append(bk.members, g)
 		g.bk = bk
-		sizes[bk] += g.n * g.dt.Size()
+		sizes[bk] = satAdd(sizes[bk], g.n*g.dt.Size())
 		low[bk] = i
 		if sizes[bk] >= b.thresh {
 			closed = append(closed, bk)
@@ -323,6 +353,15 @@ func (b *Bucketer) layout() {
 		bk.index = i
 	}
 	b.buckets = closed
+}
+
+// satAdd is a+b for non-negative a and b, saturating at maxElems (Build
+// refuses such a bucket).
+func satAdd(a, b int) int {
+	if b > maxElems-a {
+		return maxElems
+	}
+	return a + b
 }
 
 // digest summarizes the layout for the cross-rank check. b.mu is held.
@@ -551,8 +590,11 @@ func (b *Bucketer) Flush() {
 
 // Wait ends the step: it flushes (see Flush), waits until every bucket's
 // reduction is complete, and makes every tensor not ready again for the
-// next step. It returns the first error of a reduction. If ctx ends first
-// it returns its error and the step stays open: Wait may be called again.
+// next step. It returns the first error of a reduction or, unless
+// BucketConfig.AllowUnused is set, an error wrapping ErrUnused naming the
+// tensors never marked ready this step (they were reduced as zeros). If
+// ctx ends first it returns its error and the step stays open: Wait may be
+// called again.
 func (b *Bucketer) Wait(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.built || b.closed {
@@ -578,6 +620,9 @@ func (b *Bucketer) Wait(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if first == nil && !b.unused {
+		first = b.unusedErr()
+	}
 	for _, bk := range b.buckets {
 		bk.ready, bk.first, bk.launched = 0, time.Time{}, false
 		bk.ev.Reset()
@@ -587,6 +632,30 @@ func (b *Bucketer) Wait(ctx context.Context) error {
 	}
 	b.next, b.flushing = 0, false
 	return first
+}
+
+// unusedErr names the tensors not ready at the end of a step, or nil.
+// b.mu is held.
+func (b *Bucketer) unusedErr() error {
+	var names []string
+	n := 0
+	for _, g := range b.grads {
+		if !g.ready {
+			n++
+			if len(names) < 8 {
+				names = append(names, strconv.Quote(g.name))
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(names) {
+		more = fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return b.argErr("Wait", fmt.Errorf("%w: %s%s reduced as zeros (set BucketConfig.AllowUnused if some tensors take no part in a step)",
+		ErrUnused, strings.Join(names, ", "), more))
 }
 
 // Close releases the Bucketer and closes its stream if it made it. It

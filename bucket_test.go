@@ -343,7 +343,7 @@ func TestBucketerDeterministic(t *testing.T) {
 func TestBucketerWindow(t *testing.T) {
 	ctx := context.Background()
 	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
-		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, Window: 30 * time.Millisecond})
+		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, Window: 30 * time.Millisecond, AllowUnused: true})
 		clk := clock.NewFake()
 		b.clock = clk
 		defer b.Close()

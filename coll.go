@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	"math"
 	rtrace "runtime/trace"
 	"strings"
 	"unsafe"
@@ -46,6 +47,9 @@ func (c *Comm) run(parent context.Context, k *call) error {
 
 // run1 checks the communicator, stamps the call and executes it.
 func (c *Comm) run1(parent context.Context, k *call) error {
+	if parent == nil {
+		return c.argErr(k.name, errNilCtx)
+	}
 	if err := c.usable(); err != nil {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
 	}
@@ -179,10 +183,17 @@ func (c *Comm) checkCounts(name string, counts []int) (total int, err error) {
 		if n < 0 {
 			return 0, invalid("%s[%d] = %d is negative", name, i, n)
 		}
+		if n > maxElems-total {
+			return 0, invalid("sum(%s) overflows at %s[%d] = %d", name, name, i, n)
+		}
 		total += n
 	}
 	return total, nil
 }
+
+// maxElems bounds the elements of one buffer so that a count times the
+// largest element size (8 bytes) still fits an int.
+const maxElems = math.MaxInt / 8
 
 func digestCounts(counts []int) int64 {
 	h := fnv.New64a()

@@ -1,6 +1,7 @@
 package hcomm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -204,8 +205,13 @@ func (c *Comm) Abort(cause error) {
 // Close releases the communicator, closes the streams made by its
 // NewStream and releases its windows still open. It does not wait for peers; operations still running fail
 // with ErrClosed, and peers waiting on this rank see it as lost. Close is
-// idempotent.
+// idempotent, and Close on a nil *Comm does nothing, so that
+// `defer sub.Close()` is safe after a Split that made this rank a member
+// of nothing.
 func (c *Comm) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.stateMu.Lock()
 	if c.state.Load() == stateClosed {
 		c.stateMu.Unlock()
@@ -255,7 +261,7 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		err = ErrClosed
 	case peerOf(err) < 0 && (errors.Is(err, context.DeadlineExceeded) || cur.ctx.Err() == context.DeadlineExceeded):
 		te := &timeoutError{}
-		if cur.parent.Err() == nil {
+		if c.configuredTimeoutFired(cur) {
 			te.after = c.set.timeout
 		}
 		// Before the peers are told, find out who everybody waits for,
@@ -268,6 +274,23 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		err = c.whyLost(err)
 	}
 	return &OpError{Op: cur.name, Rank: c.rank, Peer: peerOf(err), Seq: cur.seq, Err: err}
+}
+
+// configuredTimeoutFired reports whether the communicator's timeout, not
+// the caller's ctx, ended the call cur. The call's context fires at the
+// earlier of the two deadlines, possibly before the caller's own ctx has
+// noticed its deadline, so the deadlines are compared rather than the
+// caller's Err.
+func (c *Comm) configuredTimeoutFired(cur *current) bool {
+	if c.set.timeout <= 0 || cur.parent.Err() != nil {
+		return false
+	}
+	pd, ok := cur.parent.Deadline()
+	if !ok {
+		return true
+	}
+	d, ok := cur.ctx.Deadline()
+	return ok && d.Before(pd)
 }
 
 // runErr reports a failed operation and poisons the communicator.
@@ -286,7 +309,8 @@ func (c *Comm) runErr(cur *current, err error) *OpError {
 // Split partitions the communicator, as MPI_Comm_split does: every rank
 // calls it; ranks passing the same color form a new communicator, ranked by
 // key (ties broken by rank in c). A rank passing a negative color takes part
-// but joins nothing and gets (nil, nil).
+// but joins nothing and gets (nil, nil); Close on that nil *Comm is a
+// no-op, so `defer sub.Close()` needs no check.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	pair := []int64{int64(color), int64(key)}
 	all := make([]int64, 2*c.size)
@@ -313,9 +337,9 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	slices.SortFunc(ms, func(a, b member) int {
 		if a.key != b.key {
-			return a.key - b.key
+			return cmp.Compare(a.key, b.key)
 		}
-		return a.rank - b.rank
+		return cmp.Compare(a.rank, b.rank)
 	})
 	newRank := slices.IndexFunc(ms, func(m member) bool { return m.rank == c.rank })
 	id := fmt.Sprintf("%s/split%d/color%d", c.id, n, color)

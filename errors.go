@@ -76,7 +76,7 @@ type timeoutError struct {
 }
 
 func (e *timeoutError) Error() string {
-	s := "timed out: context deadline exceeded"
+	s := "timed out: the caller's context deadline passed (context deadline exceeded)"
 	if e.after > 0 {
 		s = fmt.Sprintf("timed out after %v (raise Config.Timeout or HCOMM_TIMEOUT if peers are legitimately slow)", e.after)
 	}

@@ -43,12 +43,14 @@ import (
 // the stream's error: streams waiting on it fail with an error wrapping it,
 // and Synchronize returns it.
 //
-// # Pooling
+// # Lifetime
 //
-// Events are pooled. NewEvent and Stream.Record take one from a pool and
-// Release gives it back; the pool is used again only after every record and
-// wait still pending on the event has finished. An event must not be used
-// after Release. Events that are never released are simply collected.
+// An *Event is one event for its whole life: events are not pooled, so a
+// released event never becomes a later NewEvent's. Release marks the
+// event as finished with; recording a released event completes at once
+// with ErrClosed. Events are collected like any value once unreferenced;
+// a loop that wants no allocation reuses its events with RecordEvent
+// rather than calling Record.
 type Event struct {
 	name string
 	id   uint64
@@ -62,8 +64,7 @@ type Event struct {
 	recOn     *Stream   // the stream of the most recent record
 	waiters   []*waiter
 	refs      int  // pending records and waits
-	released  bool // Release was called while refs > 0
-	pooled    bool // in the pool
+	released  bool // Release was called
 }
 
 // waiter is a goroutine (a stream's worker or a Synchronize call) waiting
@@ -74,9 +75,8 @@ type waiter struct {
 }
 
 var (
-	eventIDs  atomic.Uint64
-	eventPool = freeList[Event]{max: 4096}
-	waitPool  = freeList[waiter]{max: 1024}
+	eventIDs atomic.Uint64
+	waitPool = freeList[waiter]{max: 1024}
 )
 
 // freeList is a bounded list of reusable objects. Unlike a sync.Pool it
@@ -134,23 +134,10 @@ func (w *waiter) signal() {
 	}
 }
 
-// NewEvent returns an event that has not been recorded, taken from the
-// pool. The name appears in error messages; it may be empty.
+// NewEvent returns an event that has not been recorded. The name appears
+// in error messages; it may be empty.
 func NewEvent(name string) *Event {
-	e := eventPool.get()
-	if e == nil {
-		e = &Event{}
-	}
-	e.mu.Lock()
-	e.name = name
-	e.id = eventIDs.Add(1)
-	e.base = e.gen
-	e.err = nil
-	e.at = time.Time{}
-	e.recOn = nil
-	e.released, e.pooled = false, false
-	e.mu.Unlock()
-	return e
+	return &Event{name: name, id: eventIDs.Add(1)}
 }
 
 // Name returns the event's name, or "event#N" for an unnamed event.
@@ -213,10 +200,6 @@ func (e *Event) unref() {
 
 func (e *Event) unrefLocked() {
 	e.refs--
-	if e.refs == 0 && e.released {
-		e.released, e.pooled = false, true
-		eventPool.put(e)
-	}
 }
 
 // removeWaiter unregisters w if it is still registered.
@@ -324,21 +307,19 @@ func (e *Event) Reset() {
 	e.mu.Unlock()
 }
 
-// Release gives the event back to the pool. Records and waits still pending
-// on it complete normally; the event is reused only after they have. The
-// event must not be used after Release.
-func (e *Event) Release() {
+func (e *Event) isReleased() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.released || e.pooled {
-		return
-	}
-	if e.refs == 0 {
-		e.pooled = true
-		eventPool.put(e)
-		return
-	}
+	return e.released
+}
+
+// Release marks the event as finished with. Records and waits still
+// pending on it complete normally; a later record completes at once with
+// ErrClosed. Release is idempotent.
+func (e *Event) Release() {
+	e.mu.Lock()
 	e.released = true
+	e.mu.Unlock()
 }
 
 // ctxErr is the error for a wait cut short by ctx: it matches ErrTimeout

@@ -56,9 +56,13 @@ import (
 // Neither Abort nor Close waits for the item running at the time; call
 // Synchronize first to let the work finish.
 //
-// Streams are pooled: after Close, and once its last item has finished, a
-// stream is reused by a later NewStream, so it must not be used after
-// Close. All methods are safe for concurrent use.
+// A *Stream is one stream for its whole life: streams are not pooled, so a
+// closed stream is never reused by a later NewStream, and using one after
+// Close is harmless: Close again does nothing, work enqueued is skipped,
+// records complete with ErrClosed, and Err and Synchronize report
+// ErrClosed. (The price is a few allocations per NewStream; a loop that
+// creates no streams or events — reusing them, with RecordEvent instead of
+// Record — allocates nothing.) All methods are safe for concurrent use.
 type Stream struct {
 	name    string
 	id      uint64
@@ -131,12 +135,9 @@ type item struct {
 	coll collArgs                    // itemColl
 }
 
-var (
-	streamIDs  atomic.Uint64
-	streamPool = freeList[Stream]{max: 256}
-)
+var streamIDs atomic.Uint64
 
-// NewStream returns a free-standing stream, taken from the pool. The name
+// NewStream returns a free-standing stream. The name
 // appears in error messages; empty means "stream#N".
 func NewStream(name string, cfg *StreamConfig) *Stream {
 	timeout := DefaultTimeout
@@ -166,17 +167,14 @@ func (c *Comm) NewStream(name string) *Stream {
 	return s
 }
 
-// newStream takes a stream from the pool (or makes one) and starts its
-// goroutine. An empty name becomes prefix + "stream#N".
+// newStream makes a stream and starts its goroutine. An empty name
+// becomes prefix + "stream#N".
 func newStream(name, prefix string, timeout time.Duration) *Stream {
-	s := streamPool.get()
-	if s == nil {
-		s = &Stream{q: make([]item, 64), wake: make(chan struct{}, 1)}
-		s.self.ch = s.wake
-		s.timer = time.NewTimer(time.Hour)
-		s.timer.Stop()
-		s.loop = s.run
-	}
+	s := &Stream{q: make([]item, 16), wake: make(chan struct{}, 1)}
+	s.self.ch = s.wake
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	s.loop = s.run
 	s.id = streamIDs.Add(1)
 	if name == "" && prefix != "" {
 		name = prefix + "stream#" + strconv.FormatUint(s.id, 10)
@@ -246,6 +244,10 @@ func (s *Stream) Record() *Event {
 // closed stream completes at once with ErrClosed.
 func (s *Stream) RecordEvent(e *Event) {
 	g := e.issue(s)
+	if e.isReleased() {
+		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: fmt.Errorf("%w: event %s was released", ErrClosed, e)}, time.Now())
+		return
+	}
 	if !s.push(&item{kind: itemRecord, ev: e, gen: g}) {
 		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: ErrClosed}, time.Now())
 	}
@@ -346,8 +348,8 @@ func (s *Stream) fail(err error) {
 
 // Close aborts the stream with ErrClosed (unless it has failed already)
 // and releases it: work not yet started is skipped, later enqueues are
-// refused (their records complete with ErrClosed), and the stream returns
-// to the pool when its goroutine has finished the item it is running.
+// refused (their records complete with ErrClosed), and the stream's
+// goroutine exits when it has finished the item it is running.
 // Close does not wait; Synchronize before Close to finish the work. It is
 // idempotent.
 func (s *Stream) Close() error {
@@ -411,7 +413,7 @@ func (s *Stream) run() {
 	}
 }
 
-// recycle returns the stream to the pool after its goroutine is done.
+// recycle releases what the stream holds once its goroutine is done.
 func (s *Stream) recycle() {
 	s.mu.Lock()
 	for _, w := range s.syncs {
@@ -425,15 +427,11 @@ func (s *Stream) recycle() {
 	default:
 	}
 	if c := s.owner; c != nil {
-		// Leave the owner's set before anyone else can get this stream,
-		// so that closing the owner never reaches a stream now owned by
-		// someone else.
 		c.streamsMu.Lock()
 		delete(c.streams, s)
 		c.streamsMu.Unlock()
 		s.owner = nil
 	}
-	streamPool.put(s)
 }
 
 // exec runs one item. sticky is the stream's error when it started.
@@ -583,15 +581,20 @@ type collArgs struct {
 
 func (a *collArgs) run(ctx context.Context) error { return a.c.do(ctx, &a.args) }
 
-// enqueue puts a collective on s; a nil communicator fails the stream.
-func (s *Stream) enqueue(a *collArgs) {
+// enqueue checks a collective's arguments and puts it on s. An argument
+// error is returned at once: nothing is enqueued, and neither the stream
+// nor the communicator fails.
+func (s *Stream) enqueue(a *collArgs) error {
 	if a.c == nil {
-		s.Go(func(context.Context) error {
-			return &StreamError{Stream: s.Name(), Op: a.name() + "Async", Err: invalid("nil *Comm")}
-		})
-		return
+		return &OpError{Op: a.name() + "Async", Rank: -1, Peer: -1, Err: invalid("nil *Comm")}
 	}
-	s.push(&item{kind: itemColl, coll: *a})
+	if err := a.c.checkArgs(&a.args); err != nil {
+		return err
+	}
+	if !s.push(&item{kind: itemColl, coll: *a}) {
+		return &StreamError{Stream: s.Name(), Op: a.name() + "Async", Err: ErrClosed}
+	}
+	return nil
 }
 
 // AllReduceAsync enqueues AllReduce on s and returns at once.
@@ -600,81 +603,85 @@ func (s *Stream) enqueue(a *collArgs) {
 // BroadcastAsync, ..., SendAsync, RecvAsync). Each runs its collective on
 // the stream after the work enqueued before it, with the stream's context,
 // exactly as the synchronous form would: same arguments, same in-place
-// rules, same errors, which fail the stream (see Stream). The buffers and
+// rules. Argument errors (ErrInvalidArgument, a nil *Comm) are returned at
+// once and nothing is enqueued: the stream and the communicator stay
+// usable, as after the synchronous form's argument error. An error while
+// running fails the stream (see Stream); a nil return means only that the
+// call was enqueued. Enqueueing on a closed stream returns ErrClosed. The buffers and
 // count slices must stay untouched until the collective has finished:
 // record an event after it, or Synchronize the stream.
 //
 // Collectives on one communicator must still be issued in the same order
 // on every rank; enqueueing all of a communicator's collectives on one
 // stream keeps them in order.
-func AllReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) {
-	s.enqueue(&collArgs{c, args{coll: sched.AllReduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
+func AllReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.AllReduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
 }
 
 // ReduceAsync enqueues Reduce on s; see AllReduceAsync.
-func ReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op, root int) {
-	s.enqueue(&collArgs{c, args{coll: sched.Reduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, root: root}})
+func ReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op, root int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.Reduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, root: root}})
 }
 
 // BroadcastAsync enqueues Broadcast on s; see AllReduceAsync.
-func BroadcastAsync[T Element](s *Stream, c *Comm, buf []T, root int) {
-	s.enqueue(&collArgs{c, args{coll: sched.Broadcast, recv: bytesOf(buf), dt: DTypeOf[T](), root: root}})
+func BroadcastAsync[T Element](s *Stream, c *Comm, buf []T, root int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.Broadcast, recv: bytesOf(buf), dt: DTypeOf[T](), root: root}})
 }
 
 // AllGatherAsync enqueues AllGather on s; see AllReduceAsync.
-func AllGatherAsync[T Element](s *Stream, c *Comm, send, recv []T) {
-	s.enqueue(&collArgs{c, args{coll: sched.AllGather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
+func AllGatherAsync[T Element](s *Stream, c *Comm, send, recv []T) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.AllGather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
 }
 
 // AllGatherVAsync enqueues AllGatherV on s; see AllReduceAsync.
-func AllGatherVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int) {
-	s.enqueue(&collArgs{c, args{coll: sched.AllGather, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), counts: counts}})
+func AllGatherVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.AllGather, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), counts: counts}})
 }
 
 // ReduceScatterAsync enqueues ReduceScatter on s; see AllReduceAsync.
-func ReduceScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) {
-	s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
+func ReduceScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
 }
 
 // ReduceScatterVAsync enqueues ReduceScatterV on s; see AllReduceAsync.
-func ReduceScatterVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int, op Op) {
-	s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, counts: counts}})
+func ReduceScatterVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int, op Op) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, counts: counts}})
 }
 
 // AllToAllAsync enqueues AllToAll on s; see AllReduceAsync.
-func AllToAllAsync[T Element](s *Stream, c *Comm, send, recv []T) {
-	s.enqueue(&collArgs{c, args{coll: sched.AllToAll, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
+func AllToAllAsync[T Element](s *Stream, c *Comm, send, recv []T) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.AllToAll, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
 }
 
 // AllToAllVAsync enqueues AllToAllV on s; see AllReduceAsync.
-func AllToAllVAsync[T Element](s *Stream, c *Comm, send []T, sendCounts []int, recv []T, recvCounts []int) {
-	s.enqueue(&collArgs{c, args{coll: sched.AllToAll, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](),
+func AllToAllVAsync[T Element](s *Stream, c *Comm, send []T, sendCounts []int, recv []T, recvCounts []int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.AllToAll, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](),
 		counts: sendCounts, recvCounts: recvCounts}})
 }
 
 // GatherAsync enqueues Gather on s; see AllReduceAsync.
-func GatherAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) {
-	s.enqueue(&collArgs{c, args{coll: sched.Gather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
+func GatherAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.Gather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
 }
 
 // ScatterAsync enqueues Scatter on s; see AllReduceAsync.
-func ScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) {
-	s.enqueue(&collArgs{c, args{coll: sched.Scatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
+func ScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.Scatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
 }
 
 // BarrierAsync enqueues Barrier on s; see AllReduceAsync.
-func BarrierAsync(s *Stream, c *Comm) {
-	s.enqueue(&collArgs{c, args{coll: sched.Barrier}})
+func BarrierAsync(s *Stream, c *Comm) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.Barrier}})
 }
 
 // SendAsync enqueues Send on s; see AllReduceAsync. As with Send, two ranks that send to each
 // other must not both enqueue their Send before their Recv on a single
 // stream each: use a stream per direction.
-func SendAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) {
-	s.enqueue(&collArgs{c, args{coll: sched.SendRecv, send: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
+func SendAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.SendRecv, send: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
 }
 
 // RecvAsync enqueues Recv on s; see AllReduceAsync.
-func RecvAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) {
-	s.enqueue(&collArgs{c, args{coll: sched.SendRecv, recvSide: true, recv: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
+func RecvAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) error {
+	return s.enqueue(&collArgs{c, args{coll: sched.SendRecv, recvSide: true, recv: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
 }
