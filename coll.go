@@ -90,7 +90,14 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	if observed {
 		ev, region = c.observe(ctx, k, prog.Algo, now)
 	}
-	if err := c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out); err != nil {
+	if c.size > 1 {
+		c.stallBegin(k.name, fp)
+	}
+	err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
+	if c.size > 1 {
+		c.stallEnd()
+	}
+	if err != nil {
 		oe := c.runErr(&c.cur, err)
 		c.rec.End(slot, oe)
 		if observed {

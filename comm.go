@@ -80,6 +80,9 @@ type Comm struct {
 	winMu     sync.Mutex
 	windows   map[*Window]struct{} // open windows, released by Close
 
+	stall stallCheck  // compares calls across ranks when a collective stalls
+	group *localGroup // NewLocal's communicators, for the stall check; nil in a job
+
 	stateMu  sync.Mutex
 	state    atomic.Int32 // stateOK, stateClosed, stateFailed
 	stateErr error
@@ -114,8 +117,10 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 	}
 	f := local.NewFabric(n)
 	comms := make([]*Comm, n)
+	g := &localGroup{comms: comms, reg: &localReg{m: map[string]*localGroup{}}}
 	for r := range comms {
 		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), nil, f, plan.MemoryModel)
+		comms[r].group = g
 	}
 	return comms, nil
 }
@@ -227,6 +232,7 @@ func (c *Comm) Close() error {
 	}
 	c.streamsMu.Unlock()
 	c.closeWindows()
+	c.stallStop()
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
@@ -271,7 +277,7 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 	case peerOf(err) < 0 && errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
 		err = c.usable()
 	default:
-		err = c.whyLost(err)
+		err = relayed(c.whyLost(err))
 	}
 	return &OpError{Op: cur.name, Rank: c.rank, Peer: peerOf(err), Seq: cur.seq, Err: err}
 }
@@ -350,6 +356,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	sub := newComm(newRank, len(ms), id, c.set, t, c.job, f, c.model)
 	for i, m := range ms {
 		sub.members[i] = c.members[m.rank]
+	}
+	if c.group != nil {
+		sub.group = c.group.sub(id, len(ms))
+		sub.group.set(newRank, sub)
 	}
 	return sub, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -91,6 +92,28 @@ func (e *timeoutError) Unwrap() []error { return []error{ErrTimeout, context.Dea
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
+
+// relayed keeps the kind of a mismatch that reached this rank as a peer's
+// abort: across processes a peer's failure travels as text (the abort
+// frame's or the shared segment's reason), so a rank told "rank 2 failed:
+// ... mismatched collective ..." would otherwise report only ErrAborted.
+// The result also matches ErrMismatch.
+func relayed(err error) error {
+	var pe *errs.PeerError
+	if !errors.As(err, &pe) || pe.Kind != errs.ErrAborted || pe.Cause == nil || errors.Is(err, ErrMismatch) {
+		return err
+	}
+	t := pe.Cause.Error()
+	if !strings.Contains(t, "mismatched collective") && !strings.Contains(t, " while this rank called ") {
+		return err
+	}
+	return &relayedMismatch{err}
+}
+
+// relayedMismatch is a peer's abort whose reason was a mismatch.
+type relayedMismatch struct{ error }
+
+func (e *relayedMismatch) Unwrap() []error { return []error{e.error, ErrMismatch} }
 
 // peerOf extracts the peer an internal error names, or -1.
 func peerOf(err error) int {

@@ -150,7 +150,28 @@ func rankMismatch(t *testing.T, c *Comm) {
 	}
 	x := make([]float32, count)
 	start := time.Now()
-	err := AllReduce(ctx, c, x, x, op)
+	var err error
+	switch os.Getenv("HCOMM_TEST_MISMATCH") {
+	case "bcast": // the odd rank broadcasts from itself
+		if odd {
+			err = Broadcast(ctx, c, x, c.Rank())
+		} else {
+			err = AllReduce(ctx, c, x, x, op)
+		}
+	case "root": // the odd rank names another root
+		root := 0
+		if odd {
+			root = c.Size() - 1
+		}
+		err = Reduce(ctx, c, x, x, op, root)
+	default:
+		err = AllReduce(ctx, c, x, x, op)
+	}
+	if err == nil {
+		// A rank whose odd call completed learns of the mismatch at its
+		// next call.
+		err = c.Barrier(ctx)
+	}
 	survivorLine(c, err, time.Since(start))
 }
 
@@ -410,6 +431,42 @@ func TestFaultMismatch(t *testing.T) {
 				t.Errorf("no rank reported ErrMismatch:\n%s", lastLines(out, 30))
 			}
 		})
+	}
+}
+
+// Mismatches no data message reveals (a Broadcast from the odd rank
+// against an AllReduce, a Reduce to another root) are found by the stall
+// check: every rank fails with ErrMismatch within seconds, over shared
+// memory and TCP, whatever the rank count (issue 11 item 10).
+func TestFaultMismatchStall(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, transport := range []string{"shm", "tcp"} {
+		for _, n := range []int{2, 3, 5} {
+			for _, kind := range []string{"bcast", "root"} {
+				if testing.Short() && n != 3 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/n=%d/%s", transport, n, kind), func(t *testing.T) {
+					out, surv, _ := faultJob(t, n, "mismatch", "HCOMM_TEST_MISMATCH="+kind,
+						"HCOMM_TEST_TIMEOUT=60s", "HCOMM_TRANSPORT="+transport)
+					for r := range n {
+						s, ok := surv[r]
+						if !ok {
+							t.Errorf("rank %d did not report:\n%s", r, lastLines(out, 30))
+							continue
+						}
+						if s["kind"] != "mismatch" {
+							t.Errorf("rank %d ended with %q, want mismatch: %s", r, s["kind"], s["err"])
+						}
+						if ms, _ := strconv.Atoi(s["ms"]); ms > 10000 {
+							t.Errorf("rank %d took %d ms to notice", r, ms)
+						}
+					}
+				})
+			}
+		}
 	}
 }
 

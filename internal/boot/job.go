@@ -132,6 +132,11 @@ func (j *Job) Report(id string, rank int, members []int, what string, explain fu
 	return diag.Report(j.st, j.log, id, rank, members, what, explain)
 }
 
+// States is diag.States through the job's store.
+func (j *Job) States(id string, members []int, wait time.Duration) ([]*diag.CommState, error) {
+	return diag.States(j.st, id, members, wait)
+}
+
 // PublishFailure stores n as the failure note of world rank world of
 // communicator id and, if it is the communicator's first, as its notice
 // (see internal/notice). It returns once they are stored, or after at most

@@ -140,14 +140,30 @@ func (w *Watcher) loop(ctx context.Context) {
 // collective, ExplainP2P for Send and Recv). It logs the report and leaves
 // it in the store for the launcher.
 func Report(st store.Store, log *slog.Logger, id string, rank int, members []int, what string, explain func([]*CommState) string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), ReportWait)
-	defer cancel()
-	k, err := st.Add(ctx, DumpSeqKey, 1)
+	states, err := States(st, id, members, ReportWait)
 	if err != nil {
 		return "no culprit report: the store is unreachable: " + err.Error()
 	}
+	rep := explain(states)
+	log.Error("hcomm: operation timed out", "comm", id, "rank", rank, "op", what, "report", rep)
+	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer wcancel()
+	st.Set(wctx, ReportKey(members[rank]), []byte(fmt.Sprintf("%s timed out on rank %d: %s", what, rank, rep)))
+	return rep
+}
+
+// States asks every process of the job for its state and returns the
+// state of communicator id at each of its ranks (world ranks members),
+// nil for a rank that did not answer within wait.
+func States(st store.Store, id string, members []int, wait time.Duration) ([]*CommState, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	k, err := st.Add(ctx, DumpSeqKey, 1)
+	if err != nil {
+		return nil, err
+	}
 	if err := st.Set(ctx, DumpKey(k), []byte{1}); err != nil {
-		return "no culprit report: the store is unreachable: " + err.Error()
+		return nil, err
 	}
 	states := make([]*CommState, len(members))
 	var wg sync.WaitGroup
@@ -168,12 +184,7 @@ func Report(st store.Store, log *slog.Logger, id string, rank int, members []int
 		}()
 	}
 	wg.Wait()
-	rep := explain(states)
-	log.Error("hcomm: operation timed out", "comm", id, "rank", rank, "op", what, "report", rep)
-	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer wcancel()
-	st.Set(wctx, ReportKey(members[rank]), []byte(fmt.Sprintf("%s timed out on rank %d: %s", what, rank, rep)))
-	return rep
+	return states, nil
 }
 
 // Explain groups the ranks by where they are relative to operation seq:

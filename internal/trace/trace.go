@@ -148,6 +148,35 @@ type Snapshot struct {
 	// P2P lists the Sends and Recvs still running, as "Recv(float32, 4,
 	// tag 7) from rank 0".
 	P2P []string `json:"p2p,omitempty"`
+	// Recent lists the last collectives (at most recentMax operations
+	// back), oldest first, so that a stall check can compare any rank's
+	// call of op #n with its own even when that rank has moved past it.
+	Recent []SeqCall `json:"recent,omitempty"`
+}
+
+// recentMax bounds the operations Snapshot.Recent lists: a stall check
+// asks about the operation it is in, which a peer entered at most a few
+// operations ago.
+const recentMax = 8
+
+// SeqCall is one collective as Snapshot.Recent lists it.
+type SeqCall struct {
+	Seq  uint64 `json:"seq"`
+	Call string `json:"call"`
+}
+
+// CallOf returns the call recorded for collective seq, if it is still in
+// the ring.
+func (r *Recorder) CallOf(seq uint64) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(r.next, Size)
+	for i := r.next - n; i < r.next; i++ {
+		if e := &r.ring[i%Size]; e.FP.Coll != wire.CollSendRecv && e.Seq == seq {
+			return e.Call(), true
+		}
+	}
+	return "", false
 }
 
 // Snapshot summarizes the recorder's collectives: the last entered and
@@ -172,6 +201,12 @@ func (r *Recorder) Snapshot() Snapshot {
 				dir = " from rank "
 			}
 			s.P2P = append(s.P2P, e.Call()+dir+strconv.Itoa(e.Peer))
+		}
+	}
+	n := min(r.next, recentMax)
+	for i := r.next - n; i < r.next; i++ {
+		if e := &r.ring[i%Size]; e.FP.Coll != wire.CollSendRecv {
+			s.Recent = append(s.Recent, SeqCall{Seq: e.Seq, Call: e.Call()})
 		}
 	}
 	return s
