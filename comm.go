@@ -153,6 +153,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 		}()
 	}
 	diag.RegisterDump(diag.Signal(set.dumpSignal), (*commDiag)(c))
+	track(c)
 	return c
 }
 
@@ -233,6 +234,7 @@ func (c *Comm) Close() error {
 	c.streamsMu.Unlock()
 	c.closeWindows()
 	c.stallStop()
+	untrack(c)
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()

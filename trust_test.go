@@ -230,3 +230,32 @@ func TestBucketerUnused(t *testing.T) {
 		})
 	}
 }
+
+// Unclosed lists the communicators not closed, with the line that made
+// them, until they are closed (issue 11 item 18).
+func TestUnclosed(t *testing.T) {
+	before := len(Unclosed())
+	comms, err := NewLocal(context.Background(), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := Unclosed()
+	if len(u) != before+3 {
+		t.Fatalf("Unclosed after NewLocal(3): %d entries, want %d: %q", len(u), before+3, u)
+	}
+	mine := 0
+	for _, s := range u {
+		if strings.Contains(s, "trust_test.go:") && strings.Contains(s, "of 3") {
+			mine++
+		}
+	}
+	if mine != 3 {
+		t.Errorf("Unclosed does not name this test's line for its 3 communicators: %q", u)
+	}
+	for _, c := range comms {
+		c.Close()
+	}
+	if n := len(Unclosed()); n != before {
+		t.Errorf("Unclosed after Close: %d entries, want %d", n, before)
+	}
+}
