@@ -412,3 +412,63 @@ func TestSweepStale(t *testing.T) {
 		}
 	}
 }
+
+// A creator that fails to make the segment (here: its directory is
+// missing, as /dev/shm full makes it fail) publishes the failure: the
+// other local ranks fail at once with its reason instead of waiting for
+// a name until their deadline (issue 11 item 13).
+func TestCreatorFailurePublished(t *testing.T) {
+	old := shmDir
+	shmDir = filepath.Join(t.TempDir(), "missing")
+	defer func() { shmDir = old }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kv := newMemKV()
+	errc := make(chan error, 2)
+	for r := range 2 {
+		go func() {
+			_, err := New(ctx, Config{Rank: r, Size: 2, Local: []int{0, 1}, KV: kv})
+			errc <- err
+		}()
+	}
+	for range 2 {
+		err := <-errc
+		if err == nil {
+			t.Fatal("New succeeded without a segment")
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("a rank waited for its deadline: %v", err)
+		}
+	}
+	_, err := New(ctx, Config{Rank: 1, Size: 2, Local: []int{0, 1}, KV: kv})
+	if err == nil || !strings.Contains(err.Error(), "creating the shared-memory segment failed") || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("attacher's error does not carry the creator's: %v", err)
+	}
+}
+
+// A creator killed during setup is noticed by the pid it published: the
+// attacher fails within a poll, not at its deadline, and removes what the
+// creator left (issue 11 item 13).
+func TestCreatorDiedDuringSetup(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip(err)
+	}
+	dead := cmd.Process.Pid
+	left := filepath.Join(shmDir, namePrefix+strconv.Itoa(dead)+"-00000000dead0001")
+	if err := os.WriteFile(left, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(left)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kv := newMemKV()
+	kv.Set(ctx, creatorKey, []byte(strconv.Itoa(dead)))
+	_, err := New(ctx, Config{Rank: 1, Size: 2, Local: []int{0, 1}, KV: kv})
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "exited during setup") {
+		t.Fatalf("New with a dead creator = %v (deadline passed: %v), want a prompt \"exited during setup\"", err, ctx.Err() != nil)
+	}
+	if _, err := os.Stat(left); err == nil {
+		t.Errorf("the dead creator's segment %s was not removed", filepath.Base(left))
+	}
+}

@@ -57,6 +57,9 @@ const (
 
 	namePrefix = "hcomm-shm-"
 	segmentKey = "shm/segment"
+	// creatorKey holds the creator's pid from the start of its setup, so
+	// that the others can tell a creator still working from a dead one.
+	creatorKey = "shm/creator"
 )
 
 // Rank state flags (rbState).
@@ -158,7 +161,25 @@ func (s *segment) unlink() error {
 }
 
 // createSegment makes, maps and publishes a new segment for n local ranks.
+// A failure (/dev/shm full, say) is published in the segment's place, so
+// that the other local ranks fail at once instead of waiting for a name.
 func createSegment(ctx context.Context, cfg *Config, n int) (*segment, error) {
+	if err := cfg.KV.Set(ctx, creatorKey, []byte(strconv.Itoa(os.Getpid()))); err != nil {
+		return nil, fmt.Errorf("publish the creator's pid: %w", err)
+	}
+	s, err := createSegment1(ctx, cfg, n)
+	if err != nil {
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = cfg.KV.Set(pctx, segmentKey, []byte(failedPrefix+err.Error()))
+		cancel()
+	}
+	return s, err
+}
+
+// failedPrefix marks a creator's failure published under segmentKey.
+const failedPrefix = "!"
+
+func createSegment1(ctx context.Context, cfg *Config, n int) (*segment, error) {
 	_, size, err := geometry(n, cfg.SlotBytes, cfg.Slots)
 	if err != nil {
 		return nil, err
@@ -220,11 +241,10 @@ func validName(name string) bool {
 // attachSegment maps the segment published by the creator and registers
 // local rank me in it.
 func attachSegment(ctx context.Context, cfg *Config, n, me int) (*segment, error) {
-	v, err := cfg.KV.Get(ctx, segmentKey)
+	name, err := segmentName(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("read segment name: %w", err)
+		return nil, err
 	}
-	name := string(v)
 	if !validName(name) {
 		return nil, fmt.Errorf("store holds an invalid segment name %q", name)
 	}
@@ -302,6 +322,59 @@ func (s *segment) awaitAttached(ctx context.Context) error {
 			d = min(d, max(time.Until(dl), time.Millisecond))
 		}
 		futexSleep(s.attached(), got, d, &ts)
+	}
+}
+
+// creatorPoll is how often a rank waiting for the segment's name checks
+// that its creator is still alive.
+const creatorPoll = 100 * time.Millisecond
+
+// segmentName waits for the creator to publish the segment's name. It
+// fails at once with the creator's own error when the creator published
+// one, and within creatorPoll when the creator's process has exited
+// (killed during setup), removing the segment it may have left.
+func segmentName(ctx context.Context, cfg *Config) (string, error) {
+	pid := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, creatorPoll)
+		v, err := cfg.KV.Get(wctx, segmentKey)
+		cancel()
+		if err == nil {
+			name := string(v)
+			if reason, failed := strings.CutPrefix(name, failedPrefix); failed {
+				return "", fmt.Errorf("the local rank creating the shared-memory segment failed: %.400s", reason)
+			}
+			return name, nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("read segment name: %w", err)
+		}
+		if pid == 0 {
+			pctx, cancel := context.WithTimeout(ctx, creatorPoll)
+			if v, err := cfg.KV.Get(pctx, creatorKey); err == nil {
+				pid, _ = strconv.Atoi(string(v))
+			}
+			cancel()
+		}
+		if pid > 0 && unix.Kill(pid, 0) == unix.ESRCH {
+			removeSegmentsOf(cfg, pid)
+			return "", fmt.Errorf("the local rank creating the shared-memory segment (pid %d) exited during setup", pid)
+		}
+	}
+}
+
+// removeSegmentsOf removes the segments made by process pid, which has
+// exited.
+func removeSegmentsOf(cfg *Config, pid int) {
+	ents, err := os.ReadDir(shmDir)
+	if err != nil {
+		return
+	}
+	prefix := namePrefix + strconv.Itoa(pid) + "-"
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) && os.Remove(filepath.Join(shmDir, e.Name())) == nil {
+			cfg.Logger.Info("shm: removed the segment of a creator that exited during setup", "name", e.Name(), "creator_pid", pid)
+		}
 	}
 }
 
