@@ -91,7 +91,7 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		ev, region = c.observe(ctx, k, prog.Algo, now)
 	}
 	if c.size > 1 {
-		c.stallBegin(k.name, fp)
+		c.stallBegin(k.name, fp, now)
 	}
 	err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
 	if c.size > 1 {

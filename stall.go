@@ -29,36 +29,45 @@ var stallFirst = 200 * time.Millisecond
 // states.
 const stallStatesWait = 500 * time.Millisecond
 
-// stallCheck is a communicator's stall checker: one timer, re-armed for
-// every collective without allocating.
+// stallCheck is a communicator's stall checker. Its one timer is armed
+// lazily, as opctx's is: a collective only records its start, and the
+// timer, when it fires, checks the collective running then (if it has run
+// long enough) and re-arms itself for that one's next check; it stays
+// disarmed between collectives. A stream of short collectives costs a
+// wake-up every stallFirst, not a timer operation each.
 type stallCheck struct {
 	mu    sync.Mutex
 	seq   uint64 // the collective running, 0 if none
 	name  string
 	fp    wire.Fingerprint
-	delay time.Duration
+	start time.Time
+	delay time.Duration // the check is due at start+delay
+	armed bool
 	timer *time.Timer
 }
 
-// begin arms the check for collective fp.Seq.
-func (c *Comm) stallBegin(name string, fp *wire.Fingerprint) {
+// stallBegin records that collective fp.Seq, called as name, started at
+// now.
+func (c *Comm) stallBegin(name string, fp *wire.Fingerprint, now time.Time) {
 	s := &c.stall
 	s.mu.Lock()
-	s.seq, s.name, s.fp, s.delay = fp.Seq, name, *fp, stallFirst
-	if s.timer == nil {
-		s.timer = time.AfterFunc(s.delay, c.onStall)
-	} else {
-		s.timer.Reset(s.delay)
+	s.seq, s.name, s.fp, s.start, s.delay = fp.Seq, name, *fp, now, stallFirst
+	if !s.armed {
+		s.armed = true
+		if s.timer == nil {
+			s.timer = time.AfterFunc(stallFirst, c.onStall)
+		} else {
+			s.timer.Reset(stallFirst)
+		}
 	}
 	s.mu.Unlock()
 }
 
-// stallEnd disarms it.
+// stallEnd records that the collective ended.
 func (c *Comm) stallEnd() {
 	s := &c.stall
 	s.mu.Lock()
 	s.seq = 0
-	s.timer.Stop()
 	s.mu.Unlock()
 }
 
@@ -70,30 +79,42 @@ func (c *Comm) stallStop() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	s.armed = false
 	s.mu.Unlock()
 }
 
-// onStall runs when a collective has run for the current delay.
+// onStall runs when the timer fires: it checks the collective running if
+// its check is due, and re-arms for the next one due.
 func (c *Comm) onStall() {
 	s := &c.stall
 	s.mu.Lock()
-	seq, name, fp := s.seq, s.name, s.fp
-	s.mu.Unlock()
-	if seq == 0 || c.state.Load() != stateOK {
+	if s.seq == 0 || c.state.Load() != stateOK {
+		s.armed = false
+		s.mu.Unlock()
 		return
 	}
+	if left := s.delay - time.Since(s.start); left > 0 {
+		s.timer.Reset(left)
+		s.mu.Unlock()
+		return
+	}
+	seq, name, fp := s.seq, s.name, s.fp
+	s.mu.Unlock()
 	if err := c.compareCalls(seq, name, &fp); err != nil {
 		if c.state.Load() == stateOK {
 			c.fail(err)
 		}
-		return
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq == 0 || c.state.Load() != stateOK {
+		s.armed = false
+		return
+	}
 	if s.seq == seq {
 		s.delay *= 2
-		s.timer.Reset(s.delay)
 	}
-	s.mu.Unlock()
+	s.timer.Reset(max(s.delay-time.Since(s.start), time.Millisecond))
 }
 
 // compareCalls returns an ErrMismatch error if any rank's call of
