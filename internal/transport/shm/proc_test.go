@@ -29,6 +29,8 @@ const (
 	envSize    = "HCOMM_SHM_TEST_SIZE"
 	envKV      = "HCOMM_SHM_TEST_KV"
 	envVariant = "HCOMM_SHM_TEST_VARIANT"
+	// envHangSetup makes a child creator stop in the middle of its setup.
+	envHangSetup = "HCOMM_SHM_TEST_HANG_SETUP"
 )
 
 func TestMain(m *testing.M) {
@@ -88,6 +90,9 @@ func runChild(name string) int {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	variantConfig(os.Getenv(envVariant), &cfg)
+	if os.Getenv(envHangSetup) != "" {
+		setupHook = func() { select {} } // killed here by the test
+	}
 	tr, err := New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rank %d: New: %v\n", rank, err)
@@ -599,4 +604,41 @@ func TestProcessCreatorKilled(t *testing.T) {
 	}
 	c.wait()
 	c.assertNoLeftovers()
+}
+
+// A creator process killed in the middle of its setup (its segment file
+// made, its name not yet published): the other local rank fails within a
+// poll of its death, not at its deadline, and removes the file the
+// creator left (issue 11 item 13).
+func TestProcCreatorKilledDuringSetup(t *testing.T) {
+	t.Setenv(envHangSetup, "1")
+	c := startCluster(t, 2, 1, "idle", "")
+	kid := c.kids[0]
+	prefix := namePrefix + strconv.Itoa(kid.cmd.Process.Pid) + "-"
+	var left string
+	for left == "" { // the creator has made its file and stopped in setup
+		ents, _ := os.ReadDir(shmDir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				left = filepath.Join(shmDir, e.Name())
+			}
+		}
+		select {
+		case <-kid.done:
+			t.Fatalf("the creator exited before its setup stopped: %v", kid.err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	kid.cmd.Process.Kill()
+	<-kid.done
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := New(ctx, Config{Rank: 1, Size: 2, Local: []int{0, 1}, KV: c.kv})
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "exited during setup") {
+		t.Fatalf("New after the creator was killed = %v (deadline passed: %v), want a prompt \"exited during setup\"", err, ctx.Err() != nil)
+	}
+	if _, err := os.Stat(left); err == nil {
+		os.Remove(left)
+		t.Errorf("the killed creator's segment %s was left", filepath.Base(left))
+	}
 }

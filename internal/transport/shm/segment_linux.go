@@ -176,6 +176,10 @@ func createSegment(ctx context.Context, cfg *Config, n int) (*segment, error) {
 	return s, err
 }
 
+// setupHook, set by tests, runs in the creator once the segment's file
+// exists and before it is published.
+var setupHook func()
+
 // failedPrefix marks a creator's failure published under segmentKey.
 const failedPrefix = "!"
 
@@ -192,6 +196,9 @@ func createSegment1(ctx context.Context, cfg *Config, n int) (*segment, error) {
 		return nil, fmt.Errorf("create %s: %w", s.path, err)
 	}
 	defer unix.Close(fd)
+	if setupHook != nil {
+		setupHook()
+	}
 	fail := func(err error) (*segment, error) {
 		s.unmap()
 		_ = s.unlink()
