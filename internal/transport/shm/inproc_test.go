@@ -455,6 +455,9 @@ func TestCreatorDiedDuringSetup(t *testing.T) {
 		t.Skip(err)
 	}
 	dead := cmd.Process.Pid
+	old := shmDir
+	shmDir = t.TempDir() // not /dev/shm: other tests' leftover checks would see the file
+	defer func() { shmDir = old }()
 	left := filepath.Join(shmDir, namePrefix+strconv.Itoa(dead)+"-00000000dead0001")
 	if err := os.WriteFile(left, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ const (
 	envVariant = "HCOMM_SHM_TEST_VARIANT"
 	// envHangSetup makes a child creator stop in the middle of its setup.
 	envHangSetup = "HCOMM_SHM_TEST_HANG_SETUP"
+	// envShmDir replaces /dev/shm for a child, so that a segment a test
+	// leaves on purpose is not seen by other tests' leftover checks.
+	envShmDir = "HCOMM_SHM_TEST_DIR"
 )
 
 func TestMain(m *testing.M) {
@@ -92,6 +95,9 @@ func runChild(name string) int {
 	variantConfig(os.Getenv(envVariant), &cfg)
 	if os.Getenv(envHangSetup) != "" {
 		setupHook = func() { select {} } // killed here by the test
+	}
+	if d := os.Getenv(envShmDir); d != "" {
+		shmDir = d
 	}
 	tr, err := New(ctx, cfg)
 	if err != nil {
@@ -612,6 +618,11 @@ func TestProcessCreatorKilled(t *testing.T) {
 // creator left (issue 11 item 13).
 func TestProcCreatorKilledDuringSetup(t *testing.T) {
 	t.Setenv(envHangSetup, "1")
+	dir := t.TempDir()
+	t.Setenv(envShmDir, dir)
+	old := shmDir
+	shmDir = dir
+	defer func() { shmDir = old }()
 	c := startCluster(t, 2, 1, "idle", "")
 	kid := c.kids[0]
 	prefix := namePrefix + strconv.Itoa(kid.cmd.Process.Pid) + "-"
