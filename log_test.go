@@ -107,7 +107,7 @@ func TestBucketUnreadyWarn(t *testing.T) {
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	onLocalRanks(t, 2, &Config{Timeout: time.Minute, Logger: log}, func(c *Comm) error {
-		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20})
+		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, AllowUnused: true})
 		defer b.Close()
 		x, y := []float64{1, 2}, []float64{3, 4}
 		gx, _ := Register(b, "x", x)
