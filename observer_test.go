@@ -121,7 +121,7 @@ func TestObserverBucketLaunch(t *testing.T) {
 	obs := &Observer{BucketLaunch: func(e BucketEvent) { mu.Lock(); got = append(got, e); mu.Unlock() }}
 	onLocalRanks(t, 2, &Config{Timeout: time.Minute, Observer: obs}, func(c *Comm) error {
 		ctx := context.Background()
-		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20})
+		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, AllowUnused: true})
 		defer b.Close()
 		x, y := []float64{1, 2}, []float64{3, 4}
 		gx, _ := Register(b, "x", x)
