@@ -161,25 +161,29 @@ func trials() int {
 	return 20
 }
 
-// TestFailureNoticeKill kills rank 2 of 4 in the middle of AllReduces
-// over TCP; the survivors exit right after their error, and every one of
-// them must blame rank 2.
+// TestFailureNoticeKill kills rank 2 of 4 in the middle of AllReduces,
+// over TCP and over shared memory; the survivors exit right after their
+// error, and every one of them must blame rank 2.
 func TestFailureNoticeKill(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
 	}
-	bad := 0
-	var worst []int
-	for trial := 0; trial < trials(); trial++ {
-		out, _, _ := faultJob(t, 4, "killexit", "HCOMM_TRANSPORT=tcp")
-		b, ms := checkSurvivors(t, out, 4, 2)
-		bad += b
-		worst = append(worst, ms)
-		if t.Failed() {
-			t.Fatalf("trial %d; %d misattributions", trial, bad)
-		}
+	for _, transport := range []string{"tcp", "shm"} {
+		t.Run(transport, func(t *testing.T) {
+			bad := 0
+			var worst []int
+			for trial := 0; trial < trials(); trial++ {
+				out, _, _ := faultJob(t, 4, "killexit", "HCOMM_TRANSPORT="+transport)
+				b, ms := checkSurvivors(t, out, 4, 2)
+				bad += b
+				worst = append(worst, ms)
+				if t.Failed() {
+					t.Fatalf("trial %d; %d misattributions", trial, bad)
+				}
+			}
+			t.Logf("slowest survivor per trial (ms after the kill): %v", worst)
+		})
 	}
-	t.Logf("slowest survivor per trial (ms after the kill): %v", worst)
 }
 
 // TestFailureNoticeLazy kills rank 0 of 4 after a first collective, with
