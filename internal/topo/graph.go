@@ -146,9 +146,9 @@ func (t *Topology) place(cards []Card, f *File) error {
 			if known[fh.Name] && !slices.Contains(identities(c), fh.Name) {
 				return errorf(src, "rank %d is placed on host %s but runs on %s", r, fh.Name, describeHost(c))
 			}
-			if ip, ok := f.DeviceIP[r]; ok && ip != "" && len(c.Addrs) > 0 && !slices.Contains(c.Addrs, ip) {
-				return errorf(src, "rank %d has device_ip %s, which is not an address of its host %s (%s)", r, ip, describeHost(c), strings.Join(c.Addrs, ", "))
-			}
+			// A rank table's device_ip is the accelerator NIC's address
+			// in HCCL's clusters, not one of the host's: it places
+			// nothing and is not held against the host's addresses.
 			for _, nic := range fh.NICs {
 				if len(c.NICs) > 0 && !slices.ContainsFunc(c.NICs, func(x NIC) bool { return x.Name == nic }) {
 					return errorf(src, "host %s names NIC %q, which rank %d's host %s does not have", fh.Name, nic, r, describeHost(c))
