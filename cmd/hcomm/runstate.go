@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/store"
 )
@@ -25,11 +25,8 @@ import (
 // communicator, and for each communicator who is waiting for whom, before it
 // sends the signal that ends the ranks' flight recorders with them.
 
-// The store keys of the dump protocol, as package hcomm uses them.
+// The store keys of the dump protocol are internal/diag's.
 const (
-	dumpSeqKey    = "hcomm/dumpseq"
-	dumpKeyPrefix = "hcomm/dump/"
-	stateKeyFmt   = "hcomm/state/%d/%d"
 	// cardKeyFmt is where a process publishes its address card when it
 	// joins the world communicator (internal/boot): a rank without one
 	// is not (yet) an hcomm process, and is not waited for.
@@ -78,11 +75,11 @@ func collectStates(ctx context.Context, addr, token string, size int) []rankStat
 		return nil
 	}
 	defer c.Close()
-	k, err := c.Add(ctx, dumpSeqKey, 1)
+	k, err := c.Add(ctx, diag.DumpSeqKey, 1)
 	if err != nil {
 		return nil
 	}
-	if err := c.Set(ctx, dumpKeyPrefix+strconv.FormatInt(k, 10), []byte{1}); err != nil {
+	if err := c.Set(ctx, diag.DumpKey(k), []byte{1}); err != nil {
 		return nil
 	}
 	out := make([]rankState, size)
@@ -99,7 +96,7 @@ func collectStates(ctx context.Context, addr, token string, size int) []rankStat
 				return
 			}
 			out[r].joined = true
-			v, err := c.Get(ctx, fmt.Sprintf(stateKeyFmt, k, r))
+			v, err := c.Get(ctx, diag.StateKey(k, r))
 			var ps procState
 			if err != nil || len(v) > maxStateBytes || json.Unmarshal(v, &ps) != nil {
 				return
@@ -254,31 +251,7 @@ func summarize(ranks []*trace.Snapshot) string {
 		if len(g.ranks) == 1 {
 			what = strings.Replace(what, "wait in", "waits in", 1)
 		}
-		parts[i] = rankList(g.ranks) + " " + what
+		parts[i] = diag.RankList(g.ranks) + " " + what
 	}
 	return strings.Join(parts, "; ")
-}
-
-// rankList renders ranks compactly: "rank 3", "ranks 0-2, 5".
-func rankList(rs []int) string {
-	if len(rs) == 1 {
-		return "rank " + strconv.Itoa(rs[0])
-	}
-	var b strings.Builder
-	b.WriteString("ranks ")
-	for i := 0; i < len(rs); {
-		j := i
-		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
-			j++
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Itoa(rs[i]))
-		if j > i {
-			b.WriteString("-" + strconv.Itoa(rs[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
 }
