@@ -7,13 +7,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/internal/shmdir"
 )
 
 var shmDir = "/dev/shm"
@@ -87,26 +88,7 @@ func openSegment(name string, data int, nonce uint32) (*segment, error) {
 
 // sweepStale removes window segments left by processes that died between
 // making a window and the barrier after which its name is unlinked.
-func sweepStale() {
-	ents, err := os.ReadDir(shmDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), segPrefix)
-		if !ok {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid <= 0 || pidAlive(pid) {
-			continue
-		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 10*time.Second {
-			os.Remove(filepath.Join(shmDir, e.Name()))
-		}
-	}
-}
+func sweepStale() { shmdir.SweepStale(shmDir, segPrefix, 10*time.Second, nil) }
 
 func validName(name string) bool {
 	rest, ok := strings.CutPrefix(name, segPrefix)
@@ -227,6 +209,6 @@ func cmaProbe(pid int, base uintptr, size int) error {
 	return cmaRows(pid, false, b[:], 1, base, 0, 1, 1, 1)
 }
 
-func pidAlive(pid int) bool { return unix.Kill(pid, 0) != unix.ESRCH }
+func pidAlive(pid int) bool { return shmdir.Alive(pid) }
 
 var errProcessGone = unix.ESRCH

@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/internal/shmdir"
 )
 
 // Segment geometry. Offsets are in bytes from the start of the segment or
@@ -389,26 +391,7 @@ func removeSegmentsOf(cfg *Config, pid int) {
 // rank attached. Segments are unlinked as soon as everyone attached, so a
 // file whose creator is gone can only be such a leftover.
 func sweepStale(cfg *Config) {
-	ents, err := os.ReadDir(shmDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), namePrefix)
-		if !ok {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil || time.Since(info.ModTime()) < 10*time.Second {
-			continue
-		}
-		if os.Remove(filepath.Join(shmDir, e.Name())) == nil {
-			cfg.Logger.Info("shm: removed a stale segment", "name", e.Name(), "creator_pid", pid)
-		}
-	}
+	shmdir.SweepStale(shmDir, namePrefix, 10*time.Second, func(name string, pid int) {
+		cfg.Logger.Info("shm: removed a stale segment", "name", name, "creator_pid", pid)
+	})
 }
