@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -209,20 +208,8 @@ func summarize(ranks []*trace.Snapshot) string {
 			seq, call = s.Entered, s.Call
 		}
 	}
-	type group struct {
-		what  string
-		ranks []int
-	}
-	var groups []*group
-	add := func(what string, r int) {
-		for _, g := range groups {
-			if g.what == what {
-				g.ranks = append(g.ranks, r)
-				return
-			}
-		}
-		groups = append(groups, &group{what, []int{r}})
-	}
+	var g diag.Groups
+	add := g.Add
 	busy := false
 	for r, s := range ranks {
 		switch {
@@ -245,13 +232,5 @@ func summarize(ranks []*trace.Snapshot) string {
 	if !busy {
 		return ""
 	}
-	parts := make([]string, len(groups))
-	for i, g := range groups {
-		what := g.what
-		if len(g.ranks) == 1 {
-			what = strings.Replace(what, "wait in", "waits in", 1)
-		}
-		parts[i] = diag.RankList(g.ranks) + " " + what
-	}
-	return strings.Join(parts, "; ")
+	return g.String()
 }

@@ -193,20 +193,8 @@ func States(st store.Store, id string, members []int, wait time.Duration) ([]*Co
 //
 // states[r] is rank r's state, nil if it did not answer.
 func Explain(seq uint64, call string, states []*CommState) string {
-	type group struct {
-		what  string
-		ranks []int
-	}
-	var groups []*group
-	add := func(what string, r int) {
-		for _, g := range groups {
-			if g.what == what {
-				g.ranks = append(g.ranks, r)
-				return
-			}
-		}
-		groups = append(groups, &group{what, []int{r}})
-	}
+	var g Groups
+	add := g.Add
 	for r, s := range states {
 		switch {
 		case s == nil:
@@ -221,14 +209,42 @@ func Explain(seq uint64, call string, states []*CommState) string {
 			add(fmt.Sprintf("moved on to op #%d %s (%s)", s.Entered, s.Call, s.State), r)
 		}
 	}
-	parts := make([]string, len(groups))
-	for i, g := range groups {
-		verb := g.what
-		if len(g.ranks) == 1 {
-			// "rank 3 waits", "ranks 0-2 wait"
+	return g.String()
+}
+
+// Groups collects ranks under what they are doing, in order of first
+// appearance, and renders them as Explain does: "ranks 0-2 wait in …;
+// rank 3 last completed …".
+type Groups struct {
+	list []rankGroup
+}
+
+type rankGroup struct {
+	what  string
+	ranks []int
+}
+
+// Add puts rank r (ranks ascending) under what.
+func (g *Groups) Add(what string, r int) {
+	for i := range g.list {
+		if g.list[i].what == what {
+			g.list[i].ranks = append(g.list[i].ranks, r)
+			return
+		}
+	}
+	g.list = append(g.list, rankGroup{what, []int{r}})
+}
+
+// String renders the groups, one "ranks … what" part each, joined by "; "
+// ("rank 3 waits", "ranks 0-2 wait").
+func (g *Groups) String() string {
+	parts := make([]string, len(g.list))
+	for i, grp := range g.list {
+		verb := grp.what
+		if len(grp.ranks) == 1 {
 			verb = strings.Replace(verb, "wait in", "waits in", 1)
 		}
-		parts[i] = RankList(g.ranks) + " " + verb
+		parts[i] = RankList(grp.ranks) + " " + verb
 	}
 	return strings.Join(parts, "; ")
 }
