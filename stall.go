@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/diag"
@@ -36,8 +37,12 @@ const stallStatesWait = 500 * time.Millisecond
 // disarmed between collectives. A stream of short collectives costs a
 // wake-up every stallFirst, not a timer operation each.
 type stallCheck struct {
-	mu    sync.Mutex
-	seq   uint64 // the collective running, 0 if none
+	mu sync.Mutex
+	// seq is the collective running, 0 if none. It is written under mu
+	// when a collective starts and cleared without it when one ends (the
+	// hot path takes mu once, not twice); name, fp and start belong to the
+	// seq last written under mu.
+	seq   atomic.Uint64
 	name  string
 	fp    wire.Fingerprint
 	start time.Time
@@ -51,7 +56,8 @@ type stallCheck struct {
 func (c *Comm) stallBegin(name string, fp *wire.Fingerprint, now time.Time) {
 	s := &c.stall
 	s.mu.Lock()
-	s.seq, s.name, s.fp, s.start, s.delay = fp.Seq, name, *fp, now, stallFirst
+	s.name, s.fp, s.start, s.delay = name, *fp, now, stallFirst
+	s.seq.Store(fp.Seq)
 	if !s.armed {
 		s.armed = true
 		if s.timer == nil {
@@ -65,17 +71,14 @@ func (c *Comm) stallBegin(name string, fp *wire.Fingerprint, now time.Time) {
 
 // stallEnd records that the collective ended.
 func (c *Comm) stallEnd() {
-	s := &c.stall
-	s.mu.Lock()
-	s.seq = 0
-	s.mu.Unlock()
+	c.stall.seq.Store(0)
 }
 
 // stallStop stops the timer for good (Close).
 func (c *Comm) stallStop() {
 	s := &c.stall
 	s.mu.Lock()
-	s.seq = 0
+	s.seq.Store(0)
 	if s.timer != nil {
 		s.timer.Stop()
 	}
@@ -88,7 +91,7 @@ func (c *Comm) stallStop() {
 func (c *Comm) onStall() {
 	s := &c.stall
 	s.mu.Lock()
-	if s.seq == 0 || c.state.Load() != stateOK {
+	if s.seq.Load() == 0 || c.state.Load() != stateOK {
 		s.armed = false
 		s.mu.Unlock()
 		return
@@ -98,7 +101,7 @@ func (c *Comm) onStall() {
 		s.mu.Unlock()
 		return
 	}
-	seq, name, fp := s.seq, s.name, s.fp
+	seq, name, fp := s.seq.Load(), s.name, s.fp
 	s.mu.Unlock()
 	if err := c.compareCalls(seq, name, &fp); err != nil {
 		if c.state.Load() == stateOK {
@@ -107,11 +110,11 @@ func (c *Comm) onStall() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.seq == 0 || c.state.Load() != stateOK {
+	if s.seq.Load() == 0 || c.state.Load() != stateOK {
 		s.armed = false
 		return
 	}
-	if s.seq == seq {
+	if s.seq.Load() == seq {
 		s.delay *= 2
 	}
 	s.timer.Reset(max(s.delay-time.Since(s.start), time.Millisecond))
