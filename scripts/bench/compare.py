@@ -7,6 +7,10 @@ as written by ../shared/bench/run_baselines.sh with hcomm's --extra commands
 appears in several files, its median time is used and the bandwidths are
 recomputed from it, as summarize.py does.
 
+With --full, prints instead one table per collective, setting and rank
+count: every size, hcomm's time and each peer's time with the ratio, and
+then the list of points where a peer is faster.
+
 Prints markdown: for each hcomm setting (shm, tcp on loopback, tcp across
 network namespaces) and rank count, the allreduce time and busbw of hcomm
 and its peers per size with the ratio peer time / hcomm time (above 1:
@@ -87,11 +91,57 @@ def table(header, rows):
     return "\n".join(out)
 
 
+ALL_OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "barrier")
+
+
+def full(data, runs):
+    ranks = sorted({k[2] for k in data if k[0].startswith("hcomm")})
+    out = [f"Medians over up to {max(runs.values(), default=0)} runs per point; "
+           "µs per call, ratio = peer time / hcomm time (above 1: hcomm is faster).\n"]
+    misses = []
+    for title, ours, peers in GROUPS:
+        for n in ranks:
+            if not any(k[0] == ours and k[2] == n for k in data):
+                continue
+            ps = [p for p in peers if any(k[0] == p and k[2] == n for k in data)]
+            for op in ALL_OPS:
+                sizes = sorted({k[3] for k in data if k[0] == ours and k[1] == op and k[2] == n})
+                if not sizes:
+                    continue
+                rows = []
+                for s in sizes:
+                    h = data[(ours, op, n, s)]
+                    row = [fmt_size(s) if op != "barrier" else "-", fmt_us(h[0])]
+                    for p in ps:
+                        v = data.get((p, op, n, s))
+                        if v and h[0] > 0:
+                            r = v[0] / h[0]
+                            row.append(f"{fmt_us(v[0])} ({fmt_ratio(r)})")
+                            if r < 1:
+                                misses.append((title, n, op, s, p, r, h[0], v[0]))
+                        else:
+                            row.append("")
+                    rows.append(row)
+                out.append(f"#### {op}, {title}, {n} ranks\n")
+                out.append(table(["bytes", ours] + ps, rows))
+                out.append("")
+    out.append(f"#### Points where a peer is faster ({len(misses)})\n")
+    out.append(table(["setting", "ranks", "op", "bytes", "peer", "ratio", "hcomm µs", "peer µs"],
+                     [[t, n, op, fmt_size(s), p, f"{r:.2f}", fmt_us(h), fmt_us(v)]
+                      for (t, n, op, s, p, r, h, v) in misses]))
+    print("\n".join(out))
+
+
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    if not args or args == ["--full"]:
         print(__doc__)
         sys.exit(1)
-    data, runs = load(sys.argv[1:])
+    if args[0] == "--full":
+        data, runs = load(args[1:])
+        full(data, runs)
+        return
+    data, runs = load(args)
     ranks = sorted({k[2] for k in data if k[0].startswith("hcomm")})
     out = [f"Medians over up to {max(runs.values(), default=0)} runs per point; "
            "ratio = peer time / hcomm time (above 1: hcomm is faster).\n"]
