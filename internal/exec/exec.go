@@ -61,19 +61,42 @@ type task struct {
 }
 
 // reduceSink reduces a message into dst as the transport hands it over:
-// dst = src ⊕ message, piece by piece.
+// dst = src ⊕ message, piece by piece. With copy set it copies instead
+// (dst = message). With stream set dst is part of a region of at least
+// reduce.StreamMin bytes that nothing reads before the op ends, and is
+// written around the caches: the transport's pieces are small (a ring
+// slot), but the region they fill is not.
 type reduceSink struct {
 	dt       reduce.DType
 	op       reduce.Op
 	dst, src []byte
 	staging  []byte
+	copy     bool
+	stream   bool
 }
 
 func (s *reduceSink) Consume(off int, b []byte) {
-	reduce.Apply(s.dt, s.op, s.dst[off:off+len(b)], s.src[off:off+len(b)], b)
+	d := s.dst[off : off+len(b)]
+	switch {
+	case s.copy && len(b) > 0 && &d[0] == &b[0]:
+		// Landed in place (Staging is dst).
+	case s.copy && s.stream:
+		reduce.CopyStream(d, b)
+	case s.copy:
+		copy(d, b)
+	case s.stream:
+		reduce.ApplyStream(s.dt, s.op, d, s.src[off:off+len(b)], b)
+	default:
+		reduce.Apply(s.dt, s.op, d, s.src[off:off+len(b)], b)
+	}
 }
 
-func (s *reduceSink) Staging() []byte { return s.staging }
+func (s *reduceSink) Staging() []byte {
+	if s.copy {
+		return s.dst
+	}
+	return s.staging
+}
 
 // run is the state of one Run call shared by its ops.
 type run struct {
@@ -285,8 +308,19 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []by
 		}
 	case sched.Recv:
 		dst := r.region(op.Dst)
+		stream := e.sinkR != nil && len(dst) >= reduce.StreamMin
 		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
-			if err := t.Recv(ctx, op.Peer, r.fp, e.piece(dst, i)); err != nil {
+			var err error
+			if stream {
+				// A large message lands around the caches.
+				d := e.piece(dst, i)
+				*snk = reduceSink{dst: d, copy: true, stream: true}
+				err = e.sinkR.RecvSink(ctx, op.Peer, r.fp, len(d), snk)
+				*snk = reduceSink{}
+			} else {
+				err = t.Recv(ctx, op.Peer, r.fp, e.piece(dst, i))
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -303,11 +337,14 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []by
 		}
 	case sched.RecvReduce, sched.RecvReduceSend:
 		src, dst := r.region(op.Src), r.region(op.Dst)
+		// A large result that is not sent on at once is written around
+		// the caches.
+		stream := op.Kind == sched.RecvReduce && len(dst) >= reduce.StreamMin
 		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
 			d := e.piece(dst, i)
 			if e.sinkR != nil {
 				// Reduce straight from the transport's buffers.
-				*snk = reduceSink{dt: r.dt, op: r.op, dst: d, src: e.piece(src, i), staging: staging}
+				*snk = reduceSink{dt: r.dt, op: r.op, dst: d, src: e.piece(src, i), staging: staging, stream: stream}
 				err := e.sinkR.RecvSink(ctx, op.Peer, r.fp, len(d), snk)
 				*snk = reduceSink{}
 				if err != nil {
@@ -318,7 +355,11 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []by
 				if err := t.Recv(ctx, op.Peer, r.fp, tmp); err != nil {
 					return err
 				}
-				reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
+				if stream {
+					reduce.ApplyStream(r.dt, r.op, d, e.piece(src, i), tmp)
+				} else {
+					reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
+				}
 			}
 			if op.Kind == sched.RecvReduceSend {
 				if err := t.Send(ctx, op.To, r.fp, d); err != nil {

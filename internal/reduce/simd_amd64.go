@@ -24,9 +24,9 @@ func detectISA() vectorISA {
 // reading each line of dst before overwriting it; below it, keeping the
 // result in the caches for whoever reads it next pays more. Measured on a
 // machine with 2 MiB of L2 per core and 32 MiB of L3, the two break even
-// at about 4 MiB. Non-temporal stores are not used when dst is an operand:
-// its lines are then in the cache already.
-const ntMin = 4 << 20
+// at about 4 MiB (StreamMin). Non-temporal stores are not used when dst
+// is an operand: its lines are then in the cache already.
+const ntMin = StreamMin
 
 // vkernel names a generated vector kernel (see gen_simd.go).
 type vkernel uint8

@@ -11,3 +11,6 @@ func applyVector(dt DType, op Op, dst, a, b []byte) bool { return false }
 
 // applyVectorNT reports false: this build has no vector kernels.
 func applyVectorNT(dt DType, op Op, dst, a, b []byte, nt bool) bool { return false }
+
+// copyVectorNT reports false: this build has no vector kernels.
+func copyVectorNT(dst, src []byte) bool { return false }
