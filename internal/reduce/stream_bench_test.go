@@ -5,8 +5,12 @@ import (
 	"testing"
 )
 
-// BenchmarkPieces reduces a large vector piece by piece from a small,
-// cache-resident ring, as a shared-memory receive does.
+// BenchmarkPieces fills a 64 MiB destination piece by piece (256 KiB)
+// from a small, cache-resident ring, as a shared-memory receive does:
+// reducing with plain and non-temporal stores (ApplyStream), copying out
+// with memmove and CopyStream, and, for reference, copying in (the
+// sender's side). The destination is beyond the caches, so non-temporal
+// stores save reading each of its lines first.
 func BenchmarkPieces(b *testing.B) {
 	const total = 64 << 20
 	const piece = 256 << 10
