@@ -93,7 +93,11 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	if c.size > 1 {
 		c.stallBegin(k.name, fp, now)
 	}
-	err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
+	if c.zeroCopy(k) {
+		err = c.runZeroCopy(ctx, prog, fp, k)
+	} else {
+		err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
+	}
 	if c.size > 1 {
 		c.stallEnd()
 	}

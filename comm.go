@@ -79,6 +79,7 @@ type Comm struct {
 	streams   map[*Stream]struct{} // made by NewStream, closed by Close
 	winMu     sync.Mutex
 	windows   map[*Window]struct{} // open windows, released by Close
+	reg       registry             // registered memory (Alloc), released by Close
 
 	stall stallCheck  // compares calls across ranks when a collective stalls
 	group *localGroup // NewLocal's communicators, for the stall check; nil in a job
@@ -239,6 +240,7 @@ func (c *Comm) Close() error {
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
 	c.mu.Unlock()
+	c.closeBuffers()
 	if c.job != nil {
 		c.job.Unwatch((*commDiag)(c))
 	}

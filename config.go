@@ -83,6 +83,12 @@ type Config struct {
 	// variable, else off; negative means off.
 	ShmCMA int
 
+	// ZeroCopy is the size from which collectives on registered memory
+	// (Comm.Alloc) move data directly between the ranks' buffers
+	// (HCOMM_ZERO_COPY; default 256 KiB). Zero means the variable, else
+	// the default; negative means off.
+	ZeroCopy int
+
 	// Yield says whether waits give the CPU away, in HCOMM_YIELD's syntax
 	// (Init only): "1", "0" or "auto" (when the ranks on a machine
 	// outnumber its CPUs). Empty means the variable, else auto.
@@ -136,6 +142,7 @@ type options struct {
 	// checkResults compares results across ranks (HCOMM_CHECK_RESULTS).
 	checkResults bool
 	dumpSignal   string
+	zeroCopy     int // the least bytes for the zero-copy path on registered memory; <= 0: off
 	observer     *Observer
 }
 
@@ -195,6 +202,10 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 		v.ShmCMA = max(c.ShmCMA, 0)
 		v.Set("HCOMM_SHM_CMA")
 	}
+	if c.ZeroCopy != 0 {
+		v.ZeroCopy = max(c.ZeroCopy, 0)
+		v.Set("HCOMM_ZERO_COPY")
+	}
 	if c.Yield != "" {
 		y, err := settings.ParseYield(c.Yield)
 		if err != nil {
@@ -240,6 +251,7 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 		o.chunk = exec.DefaultChunkBytes
 	}
 	o.checkResults = v.CheckResults
+	o.zeroCopy = v.ZeroCopy
 	o.dumpSignal = v.DumpSignal
 	o.observer = c.Observer
 	o.log = c.Logger

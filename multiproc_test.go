@@ -54,6 +54,10 @@ func TestRankProcess(t *testing.T) {
 		rankWindowProcess(t, c)
 	case "windowkill":
 		rankWindowKill(t, c)
+	case "alloc":
+		rankAllocProcess(t, c)
+	case "allockill":
+		rankAllocKill(t, c)
 	case "split":
 		rankSplit(t, c)
 	case "streams":

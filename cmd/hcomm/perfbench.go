@@ -52,8 +52,8 @@ func elemCount(size int64, esize, unit int) int64 {
 func setupAllGather(c *hcomm.Comm, size int64, inPlace bool, _ hcomm.DType, _ hcomm.Op) bench {
 	n := int64(c.Size())
 	per := elemCount(size, 1, c.Size())
-	recv := make([]byte, per*n)
-	send := make([]byte, per)
+	recv := newBytes(c, per*n)
+	send := newBytes(c, per)
 	if inPlace {
 		send = recv[int64(c.Rank())*per : int64(c.Rank()+1)*per]
 	}
@@ -77,7 +77,7 @@ func setupAllGather(c *hcomm.Comm, size int64, inPlace bool, _ hcomm.DType, _ hc
 
 func setupBroadcast(c *hcomm.Comm, size int64, _ bool, _ hcomm.DType, _ hcomm.Op) bench {
 	n := max(size, 1)
-	buf := make([]byte, n)
+	buf := newBytes(c, n)
 	return bench{bytes: n, count: n, typ: "uint8", root: 0,
 		run: func(ctx context.Context) error { return hcomm.Broadcast(ctx, c, buf, 0) },
 		fill: func() {
@@ -104,8 +104,8 @@ func alltoallByte(src, dst, i int) byte { return byte(src*37 + dst*11 + i*5 + 3)
 func setupAllToAll(c *hcomm.Comm, size int64, inPlace bool, _ hcomm.DType, _ hcomm.Op) bench {
 	n := int64(c.Size())
 	per := elemCount(size, 1, c.Size())
-	send := make([]byte, per*n)
-	recv := make([]byte, per*n)
+	send := newBytes(c, per*n)
+	recv := newBytes(c, per*n)
 	if inPlace {
 		recv = send
 	}
@@ -300,9 +300,9 @@ func reducingBench[T hcomm.Element](kind string, c *hcomm.Comm, size int64, inPl
 	case "allreduce", "reduce":
 		b.count = elemCount(size, esize, 1)
 		b.bytes = b.count * int64(esize)
-		send = make([]T, b.count)
+		send = newElems[T](c, b.count)
 		if kind == "allreduce" || rank == 0 {
-			recv = make([]T, b.count)
+			recv = newElems[T](c, b.count)
 			if inPlace {
 				recv = send
 			}
@@ -313,9 +313,9 @@ func reducingBench[T hcomm.Element](kind string, c *hcomm.Comm, size int64, inPl
 	default: // reducescatter
 		b.count = elemCount(size, esize, n)
 		b.bytes = b.count * int64(n) * int64(esize)
-		send = make([]T, b.count*int64(n))
+		send = newElems[T](c, b.count*int64(n))
 		base = rank * int(b.count)
-		recv = make([]T, b.count)
+		recv = newElems[T](c, b.count)
 		if inPlace {
 			recv = send[base : base+int(b.count)]
 		}

@@ -44,6 +44,8 @@ type perfConfig struct {
 	settle   time.Duration // barriers before the first point (settleFor; tests may skip them)
 	replot   []string
 	verbose  progressMode
+	// registered: buffers in registered memory (Comm.Alloc)
+	registered bool
 }
 
 // progressMode says when perf draws its progress line.
@@ -262,6 +264,7 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 	fs.StringVar(&pc.plot, "plot", "", "also draw busbw and time per call against size into this SVG file")
 	fs.BoolVar(&pc.plotLogY, "plot-logy", false, "draw -plot's bandwidth on a logarithmic axis (the time axis always is)")
 	fs.StringVar(&replot, "replot", "", "draw -plot from these saved -csv/-json files (comma-separated) instead of measuring: rows of every collective, or of -op, and of -n if given")
+	fs.BoolVar(&pc.registered, "registered", false, "allocate the buffers with Comm.Alloc (registered memory: zero-copy collectives within a host)")
 	fs.Var(&pc.verbose, "progress", "progress line on stderr: true, false or auto (when stderr is a terminal)")
 	if err := fs.Parse(optionalValueArgs(args)); err != nil {
 		return nil, err

@@ -91,6 +91,12 @@ func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, si
 // duration of one call (maximum over ranks).
 func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer, sharedHeap bool) (row, time.Duration, error) {
 	bo := benchOps[op]
+	if pc.registered {
+		if err := beginArena(ctx, c, size); err != nil {
+			return row{}, 0, err
+		}
+		defer endArena(ctx, c)
+	}
 	b := bo.setup(c, size, inPlace, pc.dtype, pc.redop)
 	// Collect the garbage of setting up (this point's buffers, the last
 	// point's, Init's) now, so that no collection runs during the timed

@@ -24,6 +24,8 @@ const (
 	DefaultTimeout        = 10 * time.Minute
 	DefaultConnectTimeout = 2 * time.Minute
 	DefaultMasterPort     = "29500"
+	// DefaultZeroCopy is HCOMM_ZERO_COPY's default: 256 KiB.
+	DefaultZeroCopy = 256 << 10
 )
 
 // Scope says who reads a variable.
@@ -84,6 +86,7 @@ type Values struct {
 	SocketIfname   string
 	Hostname       string
 	ShmCMA         int           // 0: off
+	ZeroCopy       int           // 0: off
 	Yield          int           // 1 on, -1 off, 0 auto
 	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
 	Checksum       bool
@@ -280,6 +283,23 @@ var Table = []Var{
 			}
 			return strconv.Itoa(v.ShmCMA)
 		}},
+	{Name: "HCOMM_ZERO_COPY", Type: "size", Default: "256K", Field: "ZeroCopy",
+		Doc: "size from which collectives on registered memory (Comm.Alloc) copy directly between ranks' buffers; 0 = off",
+		parse: func(v *Values, s string) error {
+			if s == "off" {
+				v.ZeroCopy = 0
+				return nil
+			}
+			n, err := ParseSizeInt(s)
+			v.ZeroCopy = n
+			return err
+		},
+		show: func(v *Values) string {
+			if v.ZeroCopy <= 0 {
+				return "off"
+			}
+			return strconv.Itoa(v.ZeroCopy)
+		}},
 	{Name: "HCOMM_YIELD", Type: "auto|1|0", Default: "auto", Field: "Yield",
 		Doc: "whether waits give the CPU away",
 		parse: func(v *Values, s string) error {
@@ -420,7 +440,7 @@ func Lookup(name string) (Var, bool) {
 // Defaults returns the values in effect when nothing is set.
 func Defaults() Values {
 	return Values{Size: 1, LocalRank: -1, MasterPort: DefaultMasterPort, Timeout: DefaultTimeout,
-		ConnectTimeout: DefaultConnectTimeout, Debug: "WARN", Source: map[string]string{}}
+		ConnectTimeout: DefaultConnectTimeout, Debug: "WARN", ZeroCopy: DefaultZeroCopy, Source: map[string]string{}}
 }
 
 // Env reads the process environment; it is the library's only reader.

@@ -1,0 +1,479 @@
+package hcomm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// f32 views registered bytes as float32s.
+func f32(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+// rankAlloc is one rank's part of the registered-memory tests: every
+// collective of the zero-copy path on registered buffers (which must take
+// that path) and with one rank's buffer unregistered (which must not), each
+// result checked.
+func rankAlloc(t *testing.T, c *Comm, shared bool) {
+	ctx := context.Background()
+	me, n := c.Rank(), c.Size()
+	const m = 1000 // elements per rank block
+	send, err := c.Alloc(ctx, 4*n*m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv, err := c.Alloc(ctx, 4*n*m+64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if send.Shared() != shared || recv.Shared() != shared {
+		t.Fatalf("rank %d: buffers shared %v, %v, want %v", me, send.Shared(), recv.Shared(), shared)
+	}
+	for _, registered := range []bool{true, false} {
+		// Unregistered: rank 0's input is ordinary memory, so every rank
+		// must fall back to the transport.
+		s := f32(send.Bytes())
+		if !registered && me == 0 {
+			s = make([]float32, n*m)
+		}
+		r := f32(recv.Bytes()[64:]) // an offset inside the buffer
+		hits := c.reg.hits.Load()
+		check := func(name string, got []float32, want func(i int) float32) {
+			t.Helper()
+			for i := range got {
+				if got[i] != want(i) {
+					t.Fatalf("rank %d %s (registered=%v): [%d] = %v, want %v", me, name, registered, i, got[i], want(i))
+				}
+			}
+		}
+		// AllGather.
+		for i := range m {
+			s[i] = float32(me*m + i)
+		}
+		if err := AllGather(ctx, c, s[:m], r[:n*m]); err != nil {
+			t.Fatal(err)
+		}
+		check("AllGather", r[:n*m], func(i int) float32 { return float32(i) })
+		// AllGather in place.
+		for i := range m {
+			r[me*m+i] = float32(-me*m - i)
+		}
+		if err := AllGather(ctx, c, r[me*m:(me+1)*m], r[:n*m]); err != nil {
+			t.Fatal(err)
+		}
+		check("AllGather in place", r[:n*m], func(i int) float32 { return float32(-i) })
+		// Broadcast from the last rank.
+		root := n - 1
+		for i := range n * m {
+			r[i] = float32(me)
+		}
+		if !registered && me == root {
+			tmp := make([]float32, n*m)
+			copy(tmp, r)
+			if err := Broadcast(ctx, c, tmp, root); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := Broadcast(ctx, c, r[:n*m], root); err != nil {
+			t.Fatal(err)
+		}
+		if me != root || registered {
+			check("Broadcast", r[:n*m], func(i int) float32 { return float32(root) })
+		}
+		// AllToAll.
+		for p := range n {
+			for i := range m {
+				s[p*m+i] = float32(me*1000000 + p*1000 + i%1000)
+			}
+		}
+		if err := AllToAll(ctx, c, s[:n*m], r[:n*m]); err != nil {
+			t.Fatal(err)
+		}
+		check("AllToAll", r[:n*m], func(i int) float32 { return float32((i/m)*1000000 + me*1000 + i%m%1000) })
+		// ReduceScatter.
+		for i := range n * m {
+			s[i] = float32(me + i)
+		}
+		if err := ReduceScatter(ctx, c, s[:n*m], r[:m], Sum); err != nil {
+			t.Fatal(err)
+		}
+		check("ReduceScatter", r[:m], func(i int) float32 { return float32(n*(me*m+i) + n*(n-1)/2) })
+		// AllReduce, and in place, and Avg.
+		for i := range m {
+			s[i] = float32(me*i + 1)
+		}
+		if err := AllReduce(ctx, c, s[:m], r[:m], Sum); err != nil {
+			t.Fatal(err)
+		}
+		check("AllReduce", r[:m], func(i int) float32 { return float32(i*n*(n-1)/2 + n) })
+		for i := range m {
+			r[i] = float32(me * 2)
+		}
+		if err := AllReduce(ctx, c, r[:m], r[:m], Avg); err != nil {
+			t.Fatal(err)
+		}
+		check("AllReduce Avg in place", r[:m], func(i int) float32 { return float32(n - 1) })
+		got := c.reg.hits.Load() - hits
+		// Unregistered, only the calls on r alone (AllGather and
+		// AllReduce in place) may take the path.
+		want := uint64(7)
+		if !registered {
+			want = 2
+		}
+		if !shared {
+			want = 0 // other hosts: everything by the transport
+		}
+		if got != want {
+			t.Errorf("rank %d (registered=%v): %d calls took the zero-copy path, want %d", me, registered, got, want)
+		}
+	}
+	if err := send.Free(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := send.Free(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Free: %v, want ErrClosed", err)
+	}
+	if send.Bytes() != nil || send.Shared() {
+		t.Errorf("a freed buffer still has memory")
+	}
+	// recv is released by the communicator's Close.
+}
+
+func TestAllocLocal(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			before := shmFiles(t)
+			comms, err := NewLocal(context.Background(), n, &Config{ZeroCopy: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for _, c := range comms {
+				wg.Go(func() { rankAlloc(t, c, true) })
+			}
+			wg.Wait()
+			for _, c := range comms {
+				c.Close()
+				if c.reg.live.Load() != 0 {
+					t.Errorf("rank %d: Close left %d buffers", c.Rank(), c.reg.live.Load())
+				}
+			}
+			if after := shmFiles(t); after > before {
+				t.Errorf("/dev/shm has %d hcomm files, %d before", after, before)
+			}
+		})
+	}
+}
+
+// shmFiles counts this process's window and buffer segments in /dev/shm.
+func shmFiles(t *testing.T) int {
+	ents, _ := os.ReadDir("/dev/shm")
+	k := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("hcomm-win-%d-", os.Getpid())) {
+			k++
+		}
+	}
+	return k
+}
+
+func TestAllocArgs(t *testing.T) {
+	ctx := context.Background()
+	comms, err := NewLocal(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := comms[0]
+	if _, err := c.Alloc(ctx, -1); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Alloc(-1): %v", err)
+	}
+	//lint:ignore SA1012 a nil ctx is the point
+	if _, err := c.Alloc(nil, 8); !errors.Is(err, ErrInvalidArgument) { //nolint:staticcheck
+		t.Errorf("Alloc(nil ctx): %v", err)
+	}
+	b, err := c.Alloc(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Bytes()) != 0 {
+		t.Errorf("Alloc(0) has %d bytes", len(b.Bytes()))
+	}
+	b, err = c.Alloc(ctx, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if b.Bytes() != nil {
+		t.Errorf("Bytes after the communicator's Close is not nil")
+	}
+	if err := b.Free(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Free after Close: %v", err)
+	}
+	if _, err := c.Alloc(ctx, 8); !errors.Is(err, ErrClosed) {
+		t.Errorf("Alloc after Close: %v", err)
+	}
+}
+
+// Buffers of another communicator are not this one's: the call runs by
+// the transport and is still right.
+func TestAllocForeign(t *testing.T) {
+	ctx := context.Background()
+	a, err := NewLocal(ctx, 2, &Config{ZeroCopy: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewLocal(ctx, 2, &Config{ZeroCopy: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			own, err := a[r].Alloc(ctx, 64)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			other, err := b[r].Alloc(ctx, 1<<16)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			src := other.Bytes()[:1<<15]
+			for i := range src {
+				src[i] = byte(r + i)
+			}
+			dst := make([]byte, 1<<16)
+			if err := a[r].AllGatherBytes(ctx, src, dst, DTypeUint8); err != nil {
+				t.Error(err)
+				return
+			}
+			for p := range 2 {
+				for i := range 1 << 15 {
+					if dst[p<<15+i] != byte(p+i) {
+						t.Errorf("rank %d: [%d][%d] = %d", r, p, i, dst[p<<15+i])
+						return
+					}
+				}
+			}
+			if h := a[r].reg.hits.Load(); h != 0 {
+				t.Errorf("rank %d: a foreign buffer took the zero-copy path", r)
+			}
+			_ = own
+		})
+	}
+	wg.Wait()
+	for r := range 2 {
+		a[r].Close()
+		b[r].Close()
+	}
+}
+
+// Collectives on registered buffers allocate nothing.
+func TestAllocZeroAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	ctx := context.Background()
+	comms, err := NewLocal(ctx, 2, &Config{ZeroCopy: 1, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	bufs := make([]*Buffer, 2)
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Go(func() {
+			b, err := c.Alloc(ctx, 3<<16)
+			if err != nil {
+				t.Error(err)
+			}
+			bufs[i] = b
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, tc := range []struct {
+		name string
+		f    func(c *Comm, b []byte) error
+	}{
+		{"AllGather", func(c *Comm, b []byte) error { return c.AllGatherBytes(ctx, b[:1<<16], b[1<<16:3<<16], DTypeUint8) }},
+		{"AllReduce", func(c *Comm, b []byte) error {
+			return c.AllReduceBytes(ctx, b[:1<<16], b[1<<16:2<<16], DTypeFloat32, Sum)
+		}},
+		{"AllToAll", func(c *Comm, b []byte) error { return c.AllToAllBytes(ctx, b[:1<<16], b[1<<16:2<<16], DTypeUint8) }},
+	} {
+		const iters = 200
+		run := func() {
+			var wg sync.WaitGroup
+			for i, c := range comms {
+				wg.Go(func() {
+					for range iters {
+						if err := tc.f(c, bufs[i].Bytes()); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+		run() // warm-up
+		hits := comms[0].reg.hits.Load()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		run()
+		runtime.ReadMemStats(&after)
+		if got := comms[0].reg.hits.Load() - hits; got != iters {
+			t.Errorf("%s: %d of %d calls took the zero-copy path", tc.name, got, iters)
+		}
+		// The goroutines of the run itself allocate a little; calls must not.
+		if per := float64(after.Mallocs-before.Mallocs) / iters; per >= 1 {
+			t.Errorf("%s: %.2f allocations per call (both ranks)", tc.name, per)
+		}
+	}
+}
+
+// rankAllocProcess runs the registered-memory tests in a rank process.
+func rankAllocProcess(t *testing.T, c *Comm) {
+	rankAlloc(t, c, os.Getenv("HCOMM_TEST_PER_HOST") == "")
+}
+
+// TestAllocMultiProcess runs the registered-memory tests with separate
+// processes: over shm the zero-copy path, over TCP (ranks that do not
+// share memory: HCOMM_HOSTNAME differs) the fallback.
+func TestAllocMultiProcess(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	out, err := spawnJob(t, 3, "alloc", "HCOMM_TRANSPORT=shm", "HCOMM_ZERO_COPY=1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestAllocMultiHost runs the registered-memory tests on two network
+// namespaces: the buffers are not shared by all ranks, so every collective
+// falls back to the transport (TCP between the namespaces) and is right.
+func TestAllocMultiHost(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	cl := newCluster(t, 2, "")
+	const n, per = 4, 2
+	rsh := filepath.Join(t.TempDir(), "nsrsh")
+	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := launch(t, []string{"-n", strconv.Itoa(n),
+		"--hosts", fmt.Sprintf("%s:%d,%s:%d", cl.hosts[0], per, cl.hosts[1], per),
+		"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
+		"-x", childEnv, "-x", "HCOMM_TEST_PER_HOST", "-x", "HCOMM_ZERO_COPY"},
+		[]string{"ip", "netns", "exec", cl.hosts[0]}, "alloc", fmt.Sprintf("HCOMM_TEST_PER_HOST=%d", per), "HCOMM_ZERO_COPY=1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// rankAllocKill: the last rank dies while every rank maps its buffer; the
+// survivors' next collective on registered memory fails with ErrPeerLost,
+// and their own buffers and mappings are released without a fault.
+func rankAllocKill(t *testing.T, c *Comm) {
+	signal.Ignore(syscall.SIGTERM) // report before the launcher's SIGKILL
+	ctx := context.Background()
+	b, err := c.Alloc(ctx, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	victim := c.Size() - 1
+	if c.Rank() == victim {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	start := time.Now()
+	buf := b.Bytes()
+	n := c.Size()
+	blk := len(buf) / n / 2
+	for err == nil && time.Since(start) < time.Minute {
+		err = c.AllGatherBytes(ctx, buf[:blk], buf[len(buf)-n*blk:], DTypeUint8)
+	}
+	// The victim's mapping is still readable: its pages outlive it.
+	_ = b.b.Peer(victim)[0]
+	survivorLine(c, err, time.Since(start))
+	_ = b.Free(ctx) // the communicator failed; the memory goes anyway
+	if b.Bytes() != nil {
+		t.Errorf("Free after a failure kept the memory")
+	}
+}
+
+func TestAllocPeerLost(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	out, surv, err := faultJob(t, 3, "allockill", "HCOMM_TRANSPORT=shm", "HCOMM_ZERO_COPY=1")
+	if err == nil {
+		t.Fatalf("the launcher exited 0 after a rank was killed:\n%s", out)
+	}
+	for r := 0; r < 2; r++ {
+		s, ok := surv[r]
+		if !ok {
+			t.Fatalf("rank %d did not report:\n%s", r, lastLines(out, 30))
+		}
+		if s["kind"] != "peerlost" || !strings.Contains(s["err"], "peer 2") {
+			t.Errorf("rank %d's AllGather with the killed rank ended with %s: %s", r, s["kind"], s["err"])
+		}
+	}
+	// Every segment was unlinked after Alloc: nothing of the job is left.
+	ents, _ := filepath.Glob("/dev/shm/hcomm-win-*")
+	for _, e := range ents {
+		if st, err := os.Stat(e); err == nil && time.Since(st.ModTime()) < time.Minute {
+			t.Logf("recent segment left in /dev/shm: %s (may be another test's)", e)
+		}
+	}
+}
+
+// A peer's zero-copy record is untrusted: decoding and range checks never
+// panic, and a range they accept lies inside the buffer.
+func FuzzZeroCopyRecord(f *testing.F) {
+	var rec [zcRecSize]byte
+	rec[0], rec[1], rec[2], rec[4], rec[16] = 0x43, 0x5a, 3, 1, 64
+	f.Add(rec[:], 100)
+	f.Add([]byte{1, 2, 3}, 0)
+	mem := make([]byte, 4096)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		q, ok := decodeZC(b)
+		if !ok {
+			return
+		}
+		for _, off := range []uint64{q.inOff, q.outOff} {
+			if s, ok := zcRange(mem, off, n); ok {
+				if len(s) != n || off+uint64(n) > uint64(len(mem)) {
+					t.Fatalf("zcRange(%d, %d) accepted %d bytes", off, n, len(s))
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# zerocopy-ab.sh - A/B of the zero-copy path on registered memory, beside
+# Open MPI, alternating the three in one run (A/B/C, A/B/C, ...).
+#
+#   hcomm        buffers in ordinary memory (transport: staging ring)
+#   hcomm-reg    buffers from Comm.Alloc (-registered: zero-copy path)
+#   openmpi-sm   ../shared/bench's mpi_coll_bench over vader (CMA single copy)
+#
+# Env: HCOMM_BIN (hcomm binary), MPIBENCH (mpi_coll_bench built with
+# mpicc.openmpi), RUNS (3), RANKS (2), OPS, MINB (512K), MAXB (16M),
+# OUT (CSV file to append to). Rows: impl,op,ranks,bytes,usec,algbw,busbw.
+# Summarise with: python3 scripts/bench/zerocopy-summary.py OUT
+set -euo pipefail
+bin=${HCOMM_BIN:-hcomm}
+mpib=${MPIBENCH:-/tmp/rmb/mpi_coll_bench}
+runs=${RUNS:-3}
+n=${RANKS:-2}
+ops=${OPS:-allgather,alltoall,broadcast,allreduce,reducescatter}
+minb=${MINB:-512K}
+maxb=${MAXB:-16M}
+out=${OUT:-/tmp/zerocopy-ab.csv}
+over=
+(( n > $(nproc) )) && over=--oversubscribe
+for i in $(seq "$runs"); do
+  "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm >>"$out"
+  "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm-reg -registered >>"$out"
+  mpirun.openmpi --allow-run-as-root -np "$n" $over --bind-to none --mca oob_tcp_if_include lo \
+    "$mpib" -i openmpi-sm -o "$ops" -b "$minb" -e "$maxb" -f 4 -H >>"$out"
+done
