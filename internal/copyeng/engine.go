@@ -163,6 +163,10 @@ type Config struct {
 	Depth    int           // ring cells (rounded up to a power of two); default 1024
 	Coalesce int           // K: wake waiters every K completions; 0 or 1: at every completion
 	Delay    time.Duration // T: wake waiters at most T after a completion; default 50µs
+	// Pin, if set, is called first on every worker goroutine: it may lock
+	// the goroutine to a thread on chosen CPUs (the communicator passes
+	// its HCOMM_CPU_AFFINITY pinning, as for the executor's workers).
+	Pin func()
 }
 
 // ErrClosed is returned by Submit after Close.
@@ -184,6 +188,7 @@ type Engine struct {
 	wg       sync.WaitGroup
 	idle     atomic.Int32
 	claims   []atomic.Uint64 // per worker: lower bound of the position it may run
+	pin      func()
 	closed   atomic.Bool
 	k        uint64
 	delay    time.Duration
@@ -228,6 +233,7 @@ func New(cfg *Config) *Engine {
 		delay:    c.Delay,
 		space:    make(chan struct{}, 1),
 		notifyCh: make(chan struct{}),
+		pin:      c.Pin,
 	}
 	e.timer = time.AfterFunc(time.Hour, e.timerFired)
 	e.timer.Stop()
@@ -322,6 +328,9 @@ func (e *Engine) Post(ctx context.Context, ds ...*Desc) (int, error) {
 
 func (e *Engine) worker(i int) {
 	defer e.wg.Done()
+	if e.pin != nil {
+		e.pin()
+	}
 	claim := &e.claims[i]
 	for {
 		for {

@@ -528,3 +528,25 @@ func BenchmarkCompletion(b *testing.B) {
 		})
 	}
 }
+
+// Config.Pin runs first on every worker, before it takes a descriptor.
+func TestPinEveryWorker(t *testing.T) {
+	var pinned atomic.Int32
+	started := make(chan struct{}, 3)
+	e := New(&Config{Workers: 3, Pin: func() { pinned.Add(1); started <- struct{}{} }})
+	for range 3 {
+		<-started
+	}
+	src, dst := []byte("pinned"), make([]byte, 6)
+	d := &Desc{Src: src, Dst: dst, Len: 6}
+	if _, err := e.Post(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Poll(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if pinned.Load() != 3 || string(dst) != "pinned" {
+		t.Fatalf("Pin ran %d times for 3 workers; copied %q", pinned.Load(), dst)
+	}
+}
