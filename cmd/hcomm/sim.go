@@ -132,7 +132,17 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 			}
 			peak = max(peak, r.ModelBytes)
 			if r.Simulated < r.N {
-				reduced[a.Name] = fmt.Sprintf("%s: %d of %d ranks simulated (programs repeat every %d)", a.Name, r.Simulated, r.N, r.Period)
+				how := "shifted"
+				if r.XOR {
+					how = "XORed"
+				}
+				reduced[a.Name] = fmt.Sprintf("%s: %d of %d ranks simulated (programs repeat every %d ranks, peers %s)", a.Name, r.Simulated, r.N, r.Period, how)
+			}
+			if r.Folded > 0 {
+				if reduced[a.Name] == "" {
+					reduced[a.Name] = a.Name + ": all ranks simulated"
+				}
+				reduced[a.Name] += fmt.Sprintf("; %d steps in a steady state jumped over", r.Folded)
 			}
 			fmt.Fprintf(stdout, "  %12d %-14s %12.2f %8.3f %8.3f  %s\n", r.Bytes, r.Algo, r.Time*1e6, r.AlgBW, r.BusBW, critical(&r.Critical))
 			if best == "" || r.Time < bestT {

@@ -30,3 +30,16 @@ func BenchmarkScale(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkScale1G(b *testing.B) {
+	topo := Default()
+	for _, a := range topo.Algorithms(sched.AllReduce, 16384) {
+		b.Run(a.Name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Simulate(topo, a, sched.AllReduce, 16384, 1<<30, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

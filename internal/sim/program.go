@@ -67,10 +67,10 @@ func build(a algo.Algorithm, s sched.Spec, rank int) (*sched.Program, error) {
 }
 
 // shifted reports whether compiled program q is compiled program p with
-// every peer moved by d ranks (mod n) and the same kinds and lengths, a
-// length allowed to differ by one element of es bytes (the blocks of a
-// count not divisible by n).
-func shifted(p, q *programs, d, n int, es int64) bool {
+// every peer moved by d ranks (mod n; with xor, every peer XORed with d)
+// and the same kinds and lengths, a length allowed to differ by one
+// element of es bytes (the blocks of a count not divisible by n).
+func shifted(p, q *programs, d, n int, es int64, xor bool) bool {
 	if len(p.stepOff) != len(q.stepOff) || len(p.ops) != len(q.ops) {
 		return false
 	}
@@ -80,6 +80,9 @@ func shifted(p, q *programs, d, n int, es int64) bool {
 		}
 	}
 	mv := func(r int32) int32 { return int32((int(r) + d) % n) }
+	if xor {
+		mv = func(r int32) int32 { return r ^ int32(d) }
+	}
 	for i := range p.ops {
 		x, y := &p.ops[i], &q.ops[i]
 		if x.kind != y.kind || x.bytes-y.bytes > es || y.bytes-x.bytes > es {
@@ -96,10 +99,14 @@ func shifted(p, q *programs, d, n int, es int64) bool {
 }
 
 // period returns the smallest power of two P dividing n (or n) such that
-// rank r+P's program is rank r's shifted by P, checked on sample ranks:
-// the first two periods, the middle and the wrap-around at the end. The
-// samples are kept compiled (24 bytes an op).
-func period(a algo.Algorithm, s sched.Spec, es int) (int, error) {
+// rank r+P's program is rank r's shifted by P (xor false) or, n a power of
+// two, such that rank r⊕d's program is rank r's with every peer XORed with
+// d for every multiple d of P (xor true: recursive doubling and halving,
+// whose partners are r⊕2^k, have P = 1 this way and P = n/2 by shifts).
+// Both are checked on sample ranks: the first two periods, the middle and
+// the wrap-around at the end, and for XOR every power of two from P up.
+// The samples are kept compiled (24 bytes an op).
+func period(a algo.Algorithm, s sched.Spec, es int) (P int, xor bool, err error) {
 	n := s.N
 	cache := map[int]*programs{}
 	get := func(r int) (*programs, error) {
@@ -118,31 +125,59 @@ func period(a algo.Algorithm, s sched.Spec, es int) (int, error) {
 		cache[r] = c
 		return c, nil
 	}
+	same := func(r, d int, xor bool) (bool, error) {
+		q := r + d
+		if xor {
+			q = r ^ d
+		}
+		if r < 0 || r >= n || q < 0 || q >= n {
+			return true, nil
+		}
+		x, err := get(r)
+		if err != nil {
+			return false, err
+		}
+		y, err := get(q)
+		if err != nil {
+			return false, err
+		}
+		return shifted(x, y, d, n, int64(es), xor), nil
+	}
+	pow2 := n&(n-1) == 0
 	for P := 1; P < n; P *= 2 {
 		if n%P != 0 {
 			break
 		}
+		samples := []int{0, 1, P - 1, P, 2*P - 1, n/2 - 1, n / 2, n - 2*P, n - P - 1, n - P, n - 1}
 		ok := true
-		for _, r := range []int{0, 1, P - 1, P, 2*P - 1, n/2 - 1, n / 2, n - 2*P, n - P - 1, n - P, n - 1} {
-			if r < 0 || r >= n {
-				continue
-			}
-			p, err := get(r)
-			if err != nil {
-				return 0, err
-			}
-			q, err := get(r + P)
-			if err != nil {
-				return 0, err
-			}
-			if !shifted(p, q, P, n, int64(es)) {
-				ok = false
+		for _, r := range samples {
+			if ok, err = same(r, P, false); err != nil || !ok {
 				break
 			}
 		}
+		if err != nil {
+			return 0, false, err
+		}
 		if ok {
-			return P, nil
+			return P, false, nil
+		}
+		if !pow2 {
+			continue
+		}
+		ok = true
+		for d := P; d < n && ok; d *= 2 {
+			for _, r := range samples {
+				if ok, err = same(r, d, true); err != nil || !ok {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		if ok {
+			return P, true, nil
 		}
 	}
-	return n, nil
+	return n, false, nil
 }

@@ -24,14 +24,20 @@
 //
 // The simulator keeps compiled programs (24 bytes per op, no regions) of
 // one period of ranks only: when rank r+P's program is rank r's with every
-// peer moved by P (checked on sample ranks), P programs describe all n. When
-// moreover the topology repeats every Q ranks (a host, or a rack when there
-// are several) and lcm(P, Q) divides n, only lcm(P, Q) ranks are simulated:
-// the others do the same at the same times on resources of their own, so
-// the result is the same. Ring AllReduce on 16,384 ranks (2,048 hosts × 8,
-// racks of 32) thus simulates 256 ranks holding one program. Events sit in
-// one binary heap of 16-byte entries; flows are aggregated per resource
-// (a busy-until time each), never per rank pair.
+// peer moved by P (checked on sample ranks), P programs describe all n; so
+// do they when, n a power of two, rank r⊕d's program is rank r's with every
+// peer XORed with d for every multiple d of P (recursive doubling and
+// halving: P = 1). When moreover the topology repeats every Q ranks (a
+// host, or a rack when there are several; powers of two for XOR) and
+// lcm(P, Q) divides n, only lcm(P, Q) ranks are simulated: the others do
+// the same at the same times on resources of their own, so the result is
+// the same. Ring AllReduce on 16,384 ranks (2,048 hosts × 8, racks of 32)
+// thus simulates 256 ranks holding one program, and so do recursive
+// doubling and halving. Long runs of identical steps are folded in time
+// (fold.go): once the machine repeats itself every few steps, the rest of
+// the run is jumped over. Events sit in one binary heap of 16-byte
+// entries; flows are aggregated per resource (a busy-until time each),
+// never per rank pair.
 package sim
 
 import (
@@ -82,10 +88,15 @@ type Result struct {
 	BusBW    float64 // GB/s, nccl-tests factors
 	Critical Breakdown
 	// Simulated is the number of ranks simulated (n, or one period of
-	// ranks and topology), Period the program period.
+	// ranks and topology), Period the program period: rank r's program
+	// is rank r mod Period's with every peer moved by r − r mod Period
+	// (XOR: XORed with it).
 	Simulated, Period int
-	Chunks, Events    int64 // chunks sent and events processed
-	ModelBytes        int64 // memory of programs and simulation state, approximately
+	XOR               bool
+	// Folded is the number of steady-state periods jumped over (fold.go).
+	Folded         int64
+	Chunks, Events int64 // chunks sent and events processed (jumped ones counted)
+	ModelBytes     int64 // memory of programs and simulation state, approximately
 }
 
 // Spec returns the spec hcomm perf measures for coll at size bytes on n
@@ -155,6 +166,9 @@ type Options struct {
 	// grows, by its depth times the difference between a piece's time and
 	// a chunk's; -1 simulates every chunk.
 	MaxPieces int
+	// NoFold simulates every step even where the machine is in a steady
+	// state (see fold.go; for tests comparing the two).
+	NoFold bool
 }
 
 // Simulate runs algorithm a for coll on n ranks of topology t at size
@@ -181,7 +195,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		t.Gamma *= t.CacheFactor
 		t.CopyBeta *= t.CacheFactor
 	}
-	P, err := period(a, s, es)
+	P, xor, err := period(a, s, es)
 	if err != nil {
 		return Result{}, err
 	}
@@ -204,7 +218,10 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 	if t.HostsPerRack > 0 && hosts > t.HostsPerRack {
 		Q = t.RanksPerHost * t.HostsPerRack
 	}
-	if l := lcm(P, Q); t.hostOf == nil && l < n && n%l == 0 {
+	// XOR by multiples of L maps hosts and racks onto hosts and racks only
+	// when their sizes are powers of two.
+	pow2 := func(x int) bool { return x&(x-1) == 0 }
+	if l := lcm(P, Q); t.hostOf == nil && l < n && n%l == 0 && (!xor || pow2(Q) && pow2(t.RanksPerHost)) {
 		L = l
 		if !opt.NoQuotient && opt.Trace == nil {
 			S = l
@@ -218,7 +235,10 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		pieces = math.MaxInt32
 	}
 	m := newMachine(t, n, S, P, L, ps, pieces)
-	m.trace = opt.Trace
+	m.xor, m.trace = xor, opt.Trace
+	if !opt.NoFold && opt.Trace == nil {
+		m.initFold()
+	}
 	if err := m.run(); err != nil {
 		if S == n || int64(n)*int64(len(ps.ops))/int64(P) > maxOps {
 			return Result{}, err
@@ -226,13 +246,16 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		// A rank of the period talks to two ranks of one class in a
 		// step: simulate every rank.
 		m = newMachine(t, n, n, P, L, ps, pieces)
-		m.trace = opt.Trace
+		m.xor, m.trace = xor, opt.Trace
+		if !opt.NoFold && opt.Trace == nil {
+			m.initFold()
+		}
 		if err := m.run(); err != nil {
 			return Result{}, err
 		}
 	}
 	res := Result{Algo: a.Name, Coll: coll, N: n, Bytes: reported, Time: m.end, Critical: m.endBd,
-		Simulated: m.S, Period: P, Chunks: m.chunks, Events: m.events, ModelBytes: ps.bytes() + m.stateBytes()}
+		Simulated: m.S, Period: P, XOR: xor, Folded: m.fold.folded, Chunks: m.chunks, Events: m.events, ModelBytes: ps.bytes() + m.stateBytes()}
 	if m.end > 0 {
 		res.AlgBW = float64(reported) / m.end / 1e9
 		res.BusBW = res.AlgBW * BusFactor(coll, n)
@@ -302,6 +325,8 @@ type opState struct {
 	outCh    int32 // channel sent to, -1
 	kind     sched.Kind
 	phase    uint8
+	ev       bool // an event of this op is pending, at evT
+	evT      float64
 	bd       Breakdown // the path to this op's present
 	lastMin  float64   // a forwarded piece ends no earlier than one chunk after this
 }
@@ -360,6 +385,7 @@ type machine struct {
 	chunk     int64
 	eager     [nClass]int64 // largest send a transport buffers, per link class
 	maxPieces int
+	xor       bool // programs repeat under XOR, not shifts (see period)
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
 	hostsSim  int   // hosts simulated
@@ -385,6 +411,9 @@ type machine struct {
 	chunks int64
 	events int64
 	err    error
+
+	fold       folder
+	refStarted bool // simulated rank 0 started a step (folding)
 }
 
 func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
@@ -465,6 +494,8 @@ func (m *machine) keyOf(c int32) int32 { return (c%m.L)*m.copies + c/m.L }
 func (m *machine) rankOf(k int32) int32 { return (k%m.copies)*m.L + k/m.copies }
 
 func (m *machine) push(e event) {
+	st := &m.ranks[e.rank].ops[e.op]
+	st.ev, st.evT = true, e.t
 	e.rank = m.keyOf(e.rank)
 	m.heap = append(m.heap, e)
 	h := m.heap
@@ -596,7 +627,13 @@ func (m *machine) run() error {
 	for len(m.heap) > 0 && m.err == nil {
 		e := m.pop()
 		m.events++
-		m.advance(m.rankOf(e.rank), e.op, e.t)
+		c := m.rankOf(e.rank)
+		m.ranks[c].ops[e.op].ev = false
+		m.advance(c, e.op, e.t)
+		if m.refStarted {
+			m.refStarted = false
+			m.maybeFold(e.t)
+		}
 	}
 	if m.err != nil {
 		return m.err
@@ -622,6 +659,7 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		}
 		ops := m.ps.step(rs.step)
 		rs.step++
+		m.refStarted = m.fold.on && c == 0
 		rs.ops = rs.ops[:0]
 		rs.stepStart = now
 		m.stamp++
@@ -686,7 +724,12 @@ func (m *machine) claim(r int32, recv bool) bool {
 	return true
 }
 
-func (m *machine) mv(r, shift int32) int32 { return int32((int64(r) + int64(shift)) % int64(m.n)) }
+func (m *machine) mv(r, shift int32) int32 {
+	if m.xor {
+		return r ^ shift
+	}
+	return int32((int64(r) + int64(shift)) % int64(m.n))
+}
 
 func sendsTo(k sched.Kind, peer, to int32) (int32, bool) {
 	switch k {

@@ -383,3 +383,127 @@ func TestTrace(t *testing.T) {
 		t.Errorf("last step ends at %g, collective time %g", last, r.Time)
 	}
 }
+
+// TestFold checks folding in time against simulating every step: the same
+// time and critical path to rounding, with most steps jumped over.
+func TestFold(t *testing.T) {
+	topo := Default()
+	topo.RanksPerHost, topo.HostsPerRack = 4, 4
+	cases := []struct {
+		coll  sched.Coll
+		name  string
+		n     int
+		bytes int64
+	}{
+		{sched.AllReduce, "ring", 256, 1 << 20},
+		{sched.AllReduce, "ring", 256, 64 << 20},
+		{sched.AllReduce, "ring", 96, 8 << 20}, // not a power of two
+		{sched.AllGather, "ring", 256, 4 << 20},
+		{sched.ReduceScatter, "ring", 256, 4 << 20},
+		{sched.AllReduce, "hier", 256, 16 << 20},
+		{sched.AllReduce, "hring", 256, 16 << 20},
+	}
+	for _, c := range cases {
+		var a algo.Algorithm
+		for _, x := range topo.Algorithms(c.coll, c.n) {
+			if x.Name == c.name {
+				a = x
+			}
+		}
+		if a.Build == nil {
+			t.Fatalf("no %s %s", c.coll, c.name)
+		}
+		f, err := Simulate(topo, a, c.coll, c.n, c.bytes, Options{})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.coll, c.name, err)
+		}
+		e, err := Simulate(topo, a, c.coll, c.n, c.bytes, Options{NoFold: true})
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.coll, c.name, err)
+		}
+		if e.Folded != 0 {
+			t.Errorf("%s %s: NoFold folded %d steps", c.coll, c.name, e.Folded)
+		}
+		if f.Folded == 0 {
+			t.Errorf("%s %s n=%d: nothing folded", c.coll, c.name, c.n)
+		}
+		if !near(f.Time, e.Time, 1e-9) || f.Chunks != e.Chunks || f.Events != e.Events {
+			t.Errorf("%s %s n=%d: folded %g s (%d chunks, %d events), step by step %g s (%d, %d)",
+				c.coll, c.name, c.n, f.Time, f.Chunks, f.Events, e.Time, e.Chunks, e.Events)
+		}
+		fb, eb := f.Critical, e.Critical
+		// (The path's last ranks may differ: ranks ending at the same
+		// time, to rounding, are ties.)
+		if fb.Msgs != eb.Msgs || fb.Bytes != eb.Bytes {
+			t.Errorf("%s %s: critical path %v %v, step by step %v %v", c.coll, c.name, fb.Msgs, fb.Bytes, eb.Msgs, eb.Bytes)
+		}
+		for i, p := range [][2]float64{{fb.Alpha, eb.Alpha}, {fb.Transfer, eb.Transfer}, {fb.Queue, eb.Queue}, {fb.Reduce, eb.Reduce}, {fb.Local, eb.Local}} {
+			if math.Abs(p[0]-p[1]) > 1e-9*e.Time {
+				t.Errorf("%s %s: critical path part %d %g, step by step %g", c.coll, c.name, i, p[0], p[1])
+			}
+		}
+	}
+}
+
+// TestXORPeriod checks the programs repeating under XOR (recursive doubling
+// and halving): one host's or rack's ranks stand for all, exactly, and a
+// host size that is not a power of two falls back to simulating them all.
+func TestXORPeriod(t *testing.T) {
+	topo := Default()
+	topo.RanksPerHost, topo.HostsPerRack = 4, 2
+	for _, name := range []string{"rd", "hd"} {
+		a := lookup(t, sched.AllReduce, name)
+		for _, bytes := range []int64{1 << 10, 8 << 20} {
+			q, err := Simulate(topo, a, sched.AllReduce, 128, bytes, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := Simulate(topo, a, sched.AllReduce, 128, bytes, Options{NoQuotient: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !q.XOR || q.Period != 1 || q.Simulated != 8 {
+				t.Errorf("%s: period %d (XOR %v), %d simulated; want 1 by XOR, 8 (one rack)", name, q.Period, q.XOR, q.Simulated)
+			}
+			if q.Time != f.Time || q.Critical.Msgs != f.Critical.Msgs {
+				t.Errorf("%s %d B: %d ranks give %g s, all give %g s", name, bytes, q.Simulated, q.Time, f.Time)
+			}
+		}
+	}
+	odd := topo
+	odd.RanksPerHost, odd.HostsPerRack = 6, 0
+	a := lookup(t, sched.AllReduce, "rd")
+	q, err := Simulate(odd, a, sched.AllReduce, 64, 1<<16, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := Simulate(odd, a, sched.AllReduce, 64, 1<<16, Options{NoQuotient: true})
+	if q.Simulated != 64 || q.Time != f.Time {
+		t.Errorf("hosts of 6: %d simulated, %g s; all: %g s", q.Simulated, q.Time, f.Time)
+	}
+}
+
+// TestScale checks what keeps 16,384 ranks cheap, on 2,048 (hosts of 8,
+// racks of 32) with blocks of 64 KiB as at 16,384 ranks and 1 GiB: ring
+// simulates one rack and jumps over nearly all its steps, recursive
+// doubling and halving one rack by XOR.
+func TestScale(t *testing.T) {
+	topo := Default()
+	const n = 2048
+	for _, c := range []struct {
+		name     string
+		xor      bool
+		foldMost bool
+	}{{"ring", false, true}, {"rd", true, false}, {"hd", true, false}} {
+		r, err := Simulate(topo, lookup(t, sched.AllReduce, c.name), sched.AllReduce, n, n<<16, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Simulated != 256 || r.XOR != c.xor {
+			t.Errorf("%s: %d ranks simulated (XOR %v), want 256 (XOR %v)", c.name, r.Simulated, r.XOR, c.xor)
+		}
+		if steps := int64(2 * (n - 1)); c.foldMost && r.Folded < steps*3/4 {
+			t.Errorf("%s: %d of %d steps folded", c.name, r.Folded, steps)
+		}
+	}
+}
