@@ -29,7 +29,20 @@ type programs struct {
 func newPrograms() *programs { return &programs{stepOff: []int32{0}, progStep: []int32{0}} }
 
 // add compiles p with elements of es bytes.
-func (ps *programs) add(p *sched.Program, es int) error {
+func (ps *programs) add(p *sched.Program, es int) error { return ps.addRepeat(p, es, 1) }
+
+// addRepeat compiles p run reps times back to back as one program.
+func (ps *programs) addRepeat(p *sched.Program, es, reps int) error {
+	for range reps {
+		if err := ps.addSteps(p, es); err != nil {
+			return err
+		}
+	}
+	ps.progStep = append(ps.progStep, int32(len(ps.stepOff)-1))
+	return nil
+}
+
+func (ps *programs) addSteps(p *sched.Program, es int) error {
 	for _, st := range p.Steps {
 		for _, o := range st.Ops {
 			ps.ops = append(ps.ops, cop{bytes: int64(o.Len()) * int64(es), peer: int32(o.Peer), to: int32(o.To), kind: o.Kind})
@@ -39,7 +52,6 @@ func (ps *programs) add(p *sched.Program, es int) error {
 		}
 		ps.stepOff = append(ps.stepOff, int32(len(ps.ops)))
 	}
-	ps.progStep = append(ps.progStep, int32(len(ps.stepOff)-1))
 	return nil
 }
 

@@ -169,6 +169,10 @@ type Options struct {
 	// NoFold simulates every step even where the machine is in a steady
 	// state (see fold.go; for tests comparing the two).
 	NoFold bool
+	// Repeat runs the collective this many times back to back on every
+	// rank, without synchronising between them, as hcomm perf's timed
+	// loop does (0 or 1: once). Time is then the end of the last.
+	Repeat int
 }
 
 // Simulate runs algorithm a for coll on n ranks of topology t at size
@@ -205,7 +209,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		if err != nil {
 			return Result{}, err
 		}
-		if err := ps.add(p, es); err != nil {
+		if err := ps.addRepeat(p, es, max(1, opt.Repeat)); err != nil {
 			return Result{}, err
 		}
 	}
@@ -236,7 +240,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 	}
 	m := newMachine(t, n, S, P, L, ps, pieces)
 	m.xor, m.trace = xor, opt.Trace
-	if !opt.NoFold && opt.Trace == nil {
+	if !opt.NoFold && opt.Trace == nil && t.NICBurst == 0 {
 		m.initFold()
 	}
 	if err := m.run(); err != nil {
@@ -247,7 +251,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		// step: simulate every rank.
 		m = newMachine(t, n, n, P, L, ps, pieces)
 		m.xor, m.trace = xor, opt.Trace
-		if !opt.NoFold && opt.Trace == nil {
+		if !opt.NoFold && opt.Trace == nil && t.NICBurst == 0 {
 			m.initFold()
 		}
 		if err := m.run(); err != nil {
@@ -404,6 +408,8 @@ type machine struct {
 	mem    []float64 // per simulated host
 	nicTx  []float64
 	nicRx  []float64
+	tokens []float64 // per simulated host, with NICBurst: tokens at tokT
+	tokT   []float64
 	up     []float64 // per simulated rack
 	down   []float64
 	end    float64
@@ -433,6 +439,10 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	m.mem = make([]float64, m.hostsSim)
 	m.nicTx = make([]float64, m.hostsSim)
 	m.nicRx = make([]float64, m.hostsSim)
+	if t.NICBurst > 0 {
+		// The buckets start empty, as on links in steady use.
+		m.tokens, m.tokT = make([]float64, m.hostsSim), make([]float64, m.hostsSim)
+	}
 	m.up = make([]float64, m.racksSim)
 	m.down = make([]float64, m.racksSim)
 	m.ranks = make([]rankState, S)
@@ -582,7 +592,7 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin float6
 		s, d := m.simHost(hs), m.simHost(hd)
 		rs, rd := m.rack(hs), m.rack(hd)
 		l := t.Net
-		bw := t.NICBW
+		bw := min(t.NICBW, t.rxBW())
 		start = max(now, m.nicTx[s], m.nicRx[d])
 		if rs != rd {
 			l = t.Rack
@@ -595,9 +605,30 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin float6
 		} else {
 			cls = ClassNet
 		}
-		m.nicTx[s] = start + fb/t.NICBW
-		m.nicRx[d] = start + fb/t.NICBW
+		m.nicRx[d] = start + fb/t.rxBW()
 		dur = fb * max(l.Beta, 1/bw)
+		if t.NICBurst > 0 {
+			// A token bucket: bytes covered by tokens leave at the line
+			// rate, the rest at NICBW; tokens refill at NICBW up to
+			// NICBurst.
+			line := t.NICLineBW
+			tok := min(float64(t.NICBurst), m.tokens[s]+(start-m.tokT[s])*t.NICBW)
+			tx := fb / line
+			if tok >= fb {
+				tok -= fb
+			} else {
+				tx = tok/line + (fb-tok)/t.NICBW
+				tok = 0
+			}
+			m.tokens[s], m.tokT[s] = tok, start+tx
+			m.nicTx[s] = start + tx
+			dur = max(tx, fb*max(l.Beta, 1/min(t.rxBW(), line)))
+			if cls == ClassRack {
+				dur = max(dur, fb/t.UplinkBW)
+			}
+		} else {
+			m.nicTx[s] = start + fb/t.NICBW
+		}
 	}
 	alpha := t.SHM.Alpha
 	switch cls {

@@ -509,3 +509,71 @@ func TestScale(t *testing.T) {
 		}
 	}
 }
+
+// TestShapedLink checks the token bucket of a shaped link (NICBurst): a
+// message within the tokens leaves at the line rate, a loop of messages
+// settles at the shaped rate, and receiving is not shaped when NICRxBW is
+// high (two senders into one rank take about as long as one: the second
+// waits only for the first's bytes at the line rate).
+func TestShapedLink(t *testing.T) {
+	topo := Default()
+	topo.RanksPerHost, topo.HostsPerRack, topo.Cores = 1, 0, 1
+	topo.Net = Link{Alpha: 1e-6, Beta: 1e-9} // line: 1 GB/s
+	topo.NICBW, topo.NICLineBW, topo.NICRxBW = 1e8, 1e9, 1e9
+	topo.Gamma, topo.CopyBeta = 0, 0
+	topo.NICBurst = 1 << 20
+	a := lookup(t, sched.AllReduce, "rd")
+	const b = 64 << 10 // per call, per rank: 64 KiB out
+	loop := func(reps int) float64 {
+		r, err := Simulate(topo, a, sched.AllReduce, 2, b, Options{Repeat: reps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Time
+	}
+	// The buckets start empty: calls back to back go at the shaped rate.
+	if per, want := (loop(8)-loop(3))/5, float64(b)/1e8; !near(per, want, 0.01) {
+		t.Errorf("a call in a loop: %g s, want %g (shaped rate)", per, want)
+	}
+	// A burst after idling: the first message goes at the line rate.
+	idle := topo
+	idle.NICBW = 1e9 // tokens refill at once: as if the bucket were full
+	r, _ := Simulate(idle, a, sched.AllReduce, 2, b, Options{})
+	if want := 1e-6 + float64(b)*1e-9; !near(r.Time, want, 1e-6) {
+		t.Errorf("unshaped call %g s, want %g", r.Time, want)
+	}
+	rx := topo
+	rx.NICBurst = 0
+	g := lookup(t, sched.Gather, "linear")
+	two, _ := Simulate(rx, g, sched.Gather, 3, 3*b, Options{})
+	one, _ := Simulate(rx, g, sched.Gather, 2, 2*b, Options{})
+	if !(two.Time < one.Time+2*float64(b)/1e9) {
+		t.Errorf("gather from 2 with an unshaped receiver: %g s, from 1: %g s", two.Time, one.Time)
+	}
+	rx.NICRxBW = 0 // receiving shaped as sending: the flows queue
+	two, _ = Simulate(rx, g, sched.Gather, 3, 3*b, Options{})
+	if !(two.Time > 1.9*one.Time) {
+		t.Errorf("gather from 2 through one shaped receiver: %g s, from 1: %g s", two.Time, one.Time)
+	}
+	bad := topo
+	bad.NICLineBW = 0
+	if bad.Check() == nil {
+		t.Error("nic_burst without nic_line_bw accepted")
+	}
+}
+
+// TestRepeat checks that a loop of R calls takes R calls' time where
+// nothing carries over between them (ring on one host, no contention).
+func TestRepeat(t *testing.T) {
+	topo := flat(5e-6, 1e-9)
+	topo.Cores = 4
+	a := lookup(t, sched.AllReduce, "ring")
+	one, _ := Simulate(topo, a, sched.AllReduce, 4, 1<<20, Options{})
+	five, err := Simulate(topo, a, sched.AllReduce, 4, 1<<20, Options{Repeat: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(five.Time, 5*one.Time, 1e-9) || five.Chunks != 5*one.Chunks {
+		t.Errorf("5 calls: %g s, %d chunks; one: %g s, %d chunks", five.Time, five.Chunks, one.Time, one.Chunks)
+	}
+}

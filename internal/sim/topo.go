@@ -56,6 +56,15 @@ type Topology struct {
 	// NICBW is a host's network bandwidth (bytes/s) in each direction,
 	// shared by the flows leaving (entering) the host.
 	NICBW float64 `json:"nic_bw,omitempty"`
+	// NICRxBW, if set, is a host's receive bandwidth when it differs from
+	// NICBW (a test bed shaping only egress, as tc tbf on a veth does).
+	NICRxBW float64 `json:"nic_rx_bw,omitempty"`
+	// NICBurst, if set, makes a host's sending side a token bucket (as tc
+	// tbf shapes a link): bytes covered by tokens leave at NICLineBW, the
+	// rest at NICBW, tokens refilling at NICBW up to NICBurst bytes. The
+	// buckets start empty (links in steady use).
+	NICBurst  int64   `json:"nic_burst,omitempty"`
+	NICLineBW float64 `json:"nic_line_bw,omitempty"`
 	// UplinkBW is a rack's bandwidth to the rest of the network
 	// (bytes/s) in each direction, shared by the flows leaving
 	// (entering) the rack; below HostsPerRack·NICBW the network is
@@ -105,22 +114,23 @@ func Default() Topology {
 }
 
 // Local is a model of this kind of machine running every rank on one
-// host over shared memory: two cores shared by all ranks, a 32 MiB cache,
-// α, β and γ fitted to `hcomm perf -transport shm` AllReduce and AllGather
-// on 2, 4 and 8 ranks of a 2-core virtual machine under heavy load
-// (BENCHMARKS.md): 14 µs per chunk, 0.4 ns per byte copied and 0.3 ns per
-// byte reduced, 0.3 times that when the buffers fit in the cache.
+// host over shared memory: two cores shared by all ranks and α, β, γ and
+// the cache's effect fitted to `hcomm perf -transport shm` AllReduce and
+// AllGather on 2 ranks only of a 2-core virtual machine (BENCHMARKS.md,
+// scripts/simval; the 4- and 8-rank runs validate it): 25 µs per chunk,
+// 0.4 ns per byte copied and 0.2 ns per byte reduced, 0.3 times that when
+// a host's buffers fit in 8 MiB of cache.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 14e-6, Beta: 0.4e-9}
+	t.SHM = Link{Alpha: 25e-6, Beta: 0.4e-9}
 	t.MemBW = 8e9
-	t.Gamma = 0.3e-9
+	t.Gamma = 0.2e-9
 	t.CopyBeta = 0.1e-9
-	t.CacheBytes = 32 << 20
+	t.CacheBytes = 8 << 20
 	t.CacheFactor = 0.3
 	return t
 }
@@ -202,6 +212,12 @@ func (t Topology) Check() error {
 			errs = append(errs, fmt.Errorf("%s %g must be positive", v.name, v.v))
 		}
 	}
+	if !(t.NICRxBW >= 0) || t.NICRxBW > 1e18 {
+		errs = append(errs, fmt.Errorf("nic_rx_bw %g out of range", t.NICRxBW))
+	}
+	if t.NICBurst < 0 || t.NICBurst > 0 && !(t.NICLineBW >= t.NICBW && t.NICLineBW <= 1e18) {
+		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
+	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
 	}
@@ -212,6 +228,13 @@ func (t Topology) Check() error {
 		return fmt.Errorf("sim: topology: %w", err)
 	}
 	return nil
+}
+
+func (t Topology) rxBW() float64 {
+	if t.NICRxBW > 0 {
+		return t.NICRxBW
+	}
+	return t.NICBW
 }
 
 func (t Topology) cores() int {

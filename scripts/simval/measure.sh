@@ -2,7 +2,10 @@
 # Measures what scripts/simval compares hcomm sim with: AllReduce (ring,
 # rd, hd, dbtree forced in turn), AllGather and Broadcast over shared memory
 # on 2, 4 and 8 ranks, three runs each, into $1 (default simval-data).
-# Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval dir
+# Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval [-md] dir
+# (parameters fitted on the 2-rank runs, validated on the 4- and 8-rank ones).
+# Run it on an idle machine: small messages over shared memory are the
+# scheduler's time when other jobs share the cores.
 set -e
 out=${1:-simval-data}
 mkdir -p "$out"

@@ -1,0 +1,74 @@
+#!/bin/bash
+# Measures what scripts/simval compares hcomm sim with over TCP: one rank per
+# network namespace (simv0..simv{N-1}, 192.168.93.(10+i)/24, joined by a
+# bridge in namespace simvbr; nothing outside them is touched), every rank's
+# egress shaped with tc tbf to RATE so that bandwidth is set by the shaper,
+# not by the CPU (robust to load). AllReduce with ring, rd, hd and dbtree
+# forced in turn, and AllGather, on 2, 4 and 8 ranks, three runs each, into
+# $1 (default simval-tcp). Needs root (ip netns, tc).
+#
+# Usage: scripts/simval/measure_tcp.sh [dir] [rate]   (rate default 400mbit)
+#        then: go run ./scripts/simval -tcp dir
+set -euo pipefail
+out=${1:-simval-tcp}
+rate=${2:-400mbit}
+maxb=${MAXB:-4M}
+ranks=${RANKS:-2 4 8}
+reps=${REPS:-3}
+mkdir -p "$out"
+go build -o "$out/hcomm" ./cmd/hcomm
+bin=$(cd "$out" && pwd)/hcomm
+pfx=simv
+down() {
+	for ns in $(ip netns list | awk '{print $1}' | grep -E "^${pfx}([0-9]+|br)$" || true); do
+		ip netns del "$ns"
+	done
+}
+up() {
+	local n=$1
+	down
+	ip netns add ${pfx}br
+	ip -n ${pfx}br link set lo up
+	ip -n ${pfx}br link add br0 type bridge
+	ip -n ${pfx}br link set br0 up
+	for ((i = 0; i < n; i++)); do
+		ip netns add $pfx$i
+		ip netns exec $pfx$i sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
+		ip -n $pfx$i link set lo up
+		ip -n $pfx$i link add eth0 type veth peer name p$i netns ${pfx}br
+		ip -n $pfx$i addr add 192.168.93.$((10 + i))/24 dev eth0
+		ip -n $pfx$i link set eth0 up
+		ip -n ${pfx}br link set p$i master br0
+		ip -n ${pfx}br link set p$i up
+		# A small bucket (256 KiB: a GSO packet must fit) so that even short messages are shaped.
+		ip netns exec $pfx$i tc qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+	done
+	sleep 1
+}
+trap down EXIT
+rsh=$(mktemp /tmp/simv-rsh.XXXXXX)
+cat >"$rsh" <<'RSH'
+#!/bin/sh
+host=$1
+shift
+case "$host" in
+simv[0-9]*) ;;
+*) echo "rsh: refusing unknown host $host" >&2; exit 1 ;;
+esac
+exec ip netns exec "$host" sh -c "$*"
+RSH
+chmod +x "$rsh"
+echo "rate $rate" >"$out/rate"
+for n in $ranks; do
+	up "$n"
+	hosts=$(for ((i = 0; i < n; i++)); do printf '%s%d:1,' $pfx "$i"; done)
+	for rep in $(seq 1 "$reps"); do
+		for a in ring rd hd dbtree; do
+			ip netns exec ${pfx}0 "$bin" run --hosts "${hosts%,}" --rsh "$rsh" --store-addr 192.168.93.10:0 -- \
+				"$bin" perf -op allreduce -b 8 -e "$maxb" -f 16 -T 300ms -csv -algo allreduce=$a
+		done >"$out/ar_n${n}_r${rep}.csv"
+		ip netns exec ${pfx}0 "$bin" run --hosts "${hosts%,}" --rsh "$rsh" --store-addr 192.168.93.10:0 -- \
+			"$bin" perf -op allgather -b 8 -e "$maxb" -f 16 -T 300ms -csv >"$out/ag_n${n}_r${rep}.csv"
+	done
+done
+rm -f "$rsh"
