@@ -8,6 +8,10 @@
 // agree on it. A forwarding op (recv-reduce-send, recv-copy-send) passes
 // chunk i on before receiving chunk i+1, which pipelines chains and rings.
 //
+// A receive-reduce op whose message comes in several chunks over a
+// transport that lands messages whole (TCP) receives chunk i+1 into a
+// second staging buffer, on a reader goroutine, while it reduces chunk i.
+//
 // When an op fails, the executor calls OnError at once (which is expected
 // to abort the transport, so that the step's other ops and the peers stop
 // waiting) and Run returns that first error.
@@ -44,7 +48,14 @@ type Executor struct {
 
 	eager transport.Eager        // t, if it can tell whether a send completes at once
 	sinkR transport.SinkReceiver // t, if it can reduce straight from its buffers
+	sinkP transport.SinkPeers    // t, if only some peers' messages reach sinks straight
 	sinks []reduceSink           // one per concurrently running op
+
+	// For receive-reduce ops over peers without sinks: a second staging
+	// buffer and a reader goroutine per concurrently running op, made on
+	// first use.
+	staging2 [][]byte
+	readers  []*reader
 
 	// OnError, if set, is called once per failed Run with the first error,
 	// from whichever goroutine found it, before Run returns. It must make
@@ -53,11 +64,25 @@ type Executor struct {
 }
 
 type task struct {
-	ctx context.Context
-	r   *run
-	op  *sched.Op
-	buf []byte      // staging
-	snk *reduceSink // for receive-reduce ops
+	ctx  context.Context
+	r    *run
+	op   *sched.Op
+	slot int // which staging buffers, sink and reader the op uses
+}
+
+// A reader receives chunks for a receive-reduce op ahead of its
+// reductions. Requests are handed over unbuffered; every request is
+// answered on done.
+type reader struct {
+	req  chan readReq
+	done chan error
+}
+
+type readReq struct {
+	ctx  context.Context
+	peer int
+	fp   *wire.Fingerprint
+	buf  []byte
 }
 
 // reduceSink reduces a message into dst as the transport hands it over:
@@ -122,6 +147,7 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	e := &Executor{t: t, chunk: chunkBytes}
 	e.eager, _ = t.(transport.Eager)
 	e.sinkR, _ = t.(transport.SinkReceiver)
+	e.sinkP, _ = t.(transport.SinkPeers)
 	return e
 }
 
@@ -137,6 +163,11 @@ func (e *Executor) Close() {
 	e.closed = true
 	for _, w := range e.workers {
 		close(w)
+	}
+	for _, rd := range e.readers {
+		if rd != nil {
+			close(rd.req)
+		}
 	}
 	e.wg.Wait()
 }
@@ -160,12 +191,36 @@ func (e *Executor) ensure(nops int, scratchBytes int) {
 	if cap(e.results) < nops {
 		e.results = make(chan error, nops)
 	}
+	for len(e.staging2) < nops {
+		e.staging2 = append(e.staging2, nil)
+		e.readers = append(e.readers, nil)
+	}
+}
+
+// readerFor returns slot's reader and second staging buffer, starting the
+// reader on first use.
+func (e *Executor) readerFor(slot int) (*reader, []byte) {
+	if e.readers[slot] == nil {
+		rd := &reader{req: make(chan readReq), done: make(chan error, 1)}
+		e.readers[slot] = rd
+		e.staging2[slot] = make([]byte, e.chunk)
+		e.wg.Add(1)
+		go e.read(rd)
+	}
+	return e.readers[slot], e.staging2[slot]
+}
+
+func (e *Executor) read(rd *reader) {
+	defer e.wg.Done()
+	for q := range rd.req {
+		rd.done <- e.t.Recv(q.ctx, q.peer, q.fp, q.buf)
+	}
 }
 
 func (e *Executor) work(ch chan task) {
 	defer e.wg.Done()
 	for t := range ch {
-		err := e.runOp(t.ctx, t.r, t.op, t.buf, t.snk)
+		err := e.runOp(t.ctx, t.r, t.op, t.slot)
 		if err != nil {
 			t.r.setErr(err)
 		}
@@ -204,7 +259,7 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 			op := &ops[i]
 			switch {
 			case op.Kind == sched.Copy || op.Kind == sched.LocalReduce:
-				if err := e.runOp(ctx, r, op, nil, nil); err != nil {
+				if err := e.runOp(ctx, r, op, -1); err != nil {
 					r.setErr(err)
 				}
 				continue
@@ -218,13 +273,13 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 				}
 			}
 			if inline >= 0 {
-				e.workers[dispatched] <- task{ctx: ctx, r: r, op: &ops[inline], buf: e.staging[dispatched+1], snk: &e.sinks[dispatched+1]}
+				e.workers[dispatched] <- task{ctx: ctx, r: r, op: &ops[inline], slot: dispatched + 1}
 				dispatched++
 			}
 			inline = i
 		}
 		if inline >= 0 && !r.failed.Load() {
-			if err := e.runOp(ctx, r, &ops[inline], e.staging[0], &e.sinks[0]); err != nil {
+			if err := e.runOp(ctx, r, &ops[inline], 0); err != nil {
 				r.setErr(err)
 			}
 		}
@@ -296,8 +351,21 @@ func (e *Executor) piece(b []byte, i int) []byte {
 	return b[lo:hi]
 }
 
-func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []byte, snk *reduceSink) error {
+// sinksTo reports whether receives from peer can go to a sink straight
+// from the transport's buffers.
+func (e *Executor) sinksTo(peer int) bool {
+	return e.sinkR != nil && (e.sinkP == nil || e.sinkP.SinksTo(peer))
+}
+
+// runOp runs one op; slot (-1 for local ops) names the staging buffers,
+// sink and reader it may use.
+func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, slot int) error {
 	t := e.t
+	var staging []byte
+	var snk *reduceSink
+	if slot >= 0 {
+		staging, snk = e.staging[slot], &e.sinks[slot]
+	}
 	switch op.Kind {
 	case sched.Send:
 		src := r.region(op.Src)
@@ -340,6 +408,9 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []by
 		// A large result that is not sent on at once is written around
 		// the caches.
 		stream := op.Kind == sched.RecvReduce && len(dst) >= reduce.StreamMin
+		if n := e.chunks(len(dst)); n > 1 && !e.sinksTo(op.Peer) {
+			return e.recvReduceAhead(ctx, r, op, slot, src, dst, n, stream)
+		}
 		for i, n := 0, e.chunks(len(dst)); i < n; i++ {
 			d := e.piece(dst, i)
 			if e.sinkR != nil {
@@ -374,6 +445,44 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, staging []by
 		reduce.Apply(r.dt, r.op, d, d, r.region(op.Src))
 	default:
 		return fmt.Errorf("exec: unknown op kind %v", op.Kind)
+	}
+	return nil
+}
+
+// recvReduceAhead runs a receive-reduce op of n > 1 chunks over a peer
+// whose messages land whole in a staging buffer: the reader receives
+// chunk i+1 into one buffer while this goroutine reduces chunk i from the
+// other (and, for RecvReduceSend, sends it on).
+func (e *Executor) recvReduceAhead(ctx context.Context, r *run, op *sched.Op, slot int, src, dst []byte, n int, stream bool) error {
+	rd, second := e.readerFor(slot)
+	bufs := [2][]byte{e.staging[slot], second}
+	rd.req <- readReq{ctx: ctx, peer: op.Peer, fp: r.fp, buf: bufs[0][:len(e.piece(dst, 0))]}
+	for i := 0; i < n; i++ {
+		if err := <-rd.done; err != nil {
+			return err
+		}
+		d := e.piece(dst, i)
+		tmp := bufs[i%2][:len(d)]
+		if i+1 < n {
+			rd.req <- readReq{ctx: ctx, peer: op.Peer, fp: r.fp, buf: bufs[(i+1)%2][:len(e.piece(dst, i+1))]}
+		}
+		if stream {
+			reduce.ApplyStream(r.dt, r.op, d, e.piece(src, i), tmp)
+		} else {
+			reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
+		}
+		if op.Kind == sched.RecvReduceSend {
+			if err := e.t.Send(ctx, op.To, r.fp, d); err != nil {
+				if i+1 < n {
+					// Fail the run (which aborts the transport) so the
+					// receive in flight returns, and wait for it: its
+					// buffer is this executor's.
+					r.setErr(err)
+					<-rd.done
+				}
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -106,14 +107,21 @@ func TestFirstErrorUnblocksSiblings(t *testing.T) {
 }
 
 // TestRunDoesNotAllocate: a warm executor runs a program without
-// allocating (the transport's goroutines aside, which live outside Run).
+// allocating (the transport's goroutines aside, which live outside Run),
+// in one chunk and in several (received ahead of the reductions).
 func TestRunDoesNotAllocate(t *testing.T) {
+	for _, chunk := range []int{0, 8} {
+		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) { testRunDoesNotAllocate(t, chunk) })
+	}
+}
+
+func testRunDoesNotAllocate(t *testing.T, chunk int) {
 	f := local.NewFabric(2)
 	b0 := sched.NewBuilder("t", 0, 2)
 	b0.Step(sched.SendOp(1, sched.R(sched.In, 0, 4)), sched.RecvReduceOp(1, sched.R(sched.In, 0, 4), sched.R(sched.Out, 0, 4)))
 	b1 := sched.NewBuilder("t", 1, 2)
 	b1.Step(sched.SendOp(0, sched.R(sched.In, 0, 4)), sched.RecvReduceOp(0, sched.R(sched.In, 0, 4), sched.R(sched.Out, 0, 4)))
-	e0, e1 := New(f.Endpoint(0), 0), New(f.Endpoint(1), 0)
+	e0, e1 := New(f.Endpoint(0), chunk), New(f.Endpoint(1), chunk)
 	defer e0.Close()
 	defer e1.Close()
 	fp := wire.Fingerprint{Seq: 1}
@@ -139,5 +147,35 @@ func TestRunDoesNotAllocate(t *testing.T) {
 	}
 	if f32at(out0, 3) != 8 {
 		t.Errorf("sum = %v", f32at(out0, 3))
+	}
+}
+
+// TestReceiveAheadFails: a receive-reduce over several chunks whose second
+// chunk carries another fingerprint fails with the mismatch, with the
+// chunk received ahead accounted for (goleak checks the reader is not
+// left behind).
+func TestReceiveAheadFails(t *testing.T) {
+	const count = 8
+	b0 := sched.NewBuilder("t", 0, 2)
+	b0.Step(sched.RecvReduceOp(1, sched.R(sched.In, 0, count), sched.R(sched.Out, 0, count)))
+	prog := b0.Program()
+	f := local.NewFabric(2)
+	e := New(f.Endpoint(0), 8) // 4 chunks of 2 elements
+	e.OnError = f.Endpoint(0).Abort
+	defer e.Close()
+	good := wire.Fingerprint{Seq: 1, Coll: sched.AllReduce}
+	bad := wire.Fingerprint{Seq: 2, Coll: sched.AllReduce}
+	go func() {
+		peer := f.Endpoint(1)
+		peer.Send(context.Background(), 0, &good, f32s(1, 2))
+		peer.Send(context.Background(), 0, &bad, f32s(3, 4))
+	}()
+	in, out := f32s(1, 1, 1, 1, 1, 1, 1, 1), make([]byte, 4*count)
+	err := e.Run(context.Background(), prog, &good, reduce.Float32, reduce.Sum, in, out)
+	if !errors.Is(err, errs.ErrMismatch) {
+		t.Fatalf("Run: %v, want a mismatch", err)
+	}
+	if f32at(out, 0) != 2 || f32at(out, 1) != 3 {
+		t.Fatalf("first chunk = %v %v, want 2 3", f32at(out, 0), f32at(out, 1))
 	}
 }

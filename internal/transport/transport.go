@@ -63,3 +63,11 @@ type Sink interface {
 type SinkReceiver interface {
 	RecvSink(ctx context.Context, peer int, fp *wire.Fingerprint, n int, s Sink) error
 }
+
+// SinkPeers is implemented by a SinkReceiver that reaches only some peers
+// straight (a mux over several transports): SinksTo reports whether
+// RecvSink from peer hands over the transport's own buffers rather than
+// landing the message in the sink's staging buffer first.
+type SinkPeers interface {
+	SinksTo(peer int) bool
+}

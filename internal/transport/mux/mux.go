@@ -99,6 +99,20 @@ func (m *Mux) RecvSink(ctx context.Context, peer int, fp *wire.Fingerprint, n in
 	return nil
 }
 
+// SinksTo reports whether the transport that reaches peer receives into
+// sinks straight from its own buffers (transport.SinkPeers).
+func (m *Mux) SinksTo(peer int) bool {
+	t, err := m.to(peer)
+	if err != nil {
+		return false
+	}
+	if sp, ok := t.(transport.SinkPeers); ok {
+		return sp.SinksTo(peer)
+	}
+	_, ok := t.(transport.SinkReceiver)
+	return ok
+}
+
 // Recv receives through the transport that reaches peer.
 func (m *Mux) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
 	t, err := m.to(peer)
