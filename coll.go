@@ -91,7 +91,7 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		ev, region = c.observe(ctx, k, prog.Algo, now)
 	}
 	if c.size > 1 {
-		c.stallBegin(k.name, fp, now)
+		c.stall.Begin(k.name, fp, now)
 	}
 	if c.zeroCopy(k) {
 		err = c.runZeroCopy(ctx, prog, fp, k)
@@ -99,7 +99,7 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
 	}
 	if c.size > 1 {
-		c.stallEnd()
+		c.stall.End()
 	}
 	if err != nil {
 		oe := c.runErr(&c.cur, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
@@ -81,8 +82,8 @@ type Comm struct {
 	windows   map[*Window]struct{} // open windows, released by Close
 	reg       registry             // registered memory (Alloc), released by Close
 
-	stall stallCheck  // compares calls across ranks when a collective stalls
-	group *localGroup // NewLocal's communicators, for the stall check; nil in a job
+	stall stall.Check  // compares calls across ranks when a collective stalls
+	group *stall.Group // NewLocal's communicators, for the stall check; nil in a job
 
 	stateMu  sync.Mutex
 	state    atomic.Int32 // stateOK, stateClosed, stateFailed
@@ -118,10 +119,11 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 	}
 	f := local.NewFabric(n)
 	comms := make([]*Comm, n)
-	g := &localGroup{comms: comms, reg: &localReg{m: map[string]*localGroup{}}}
+	g := stall.NewGroup(n)
 	for r := range comms {
 		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), nil, f, plan.MemoryModel)
 		comms[r].group = g
+		g.Set(r, &comms[r].rec)
 	}
 	return comms, nil
 }
@@ -140,6 +142,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	// once, which also unblocks the collective's other ops and the peers.
 	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
 	c.octxEnd = c.octx.End
+	c.stall.Init((*stallView)(c))
 	c.members = make([]int, size)
 	for i := range c.members {
 		c.members[i] = i
@@ -234,7 +237,7 @@ func (c *Comm) Close() error {
 	}
 	c.streamsMu.Unlock()
 	c.closeWindows()
-	c.stallStop()
+	c.stall.Stop()
 	untrack(c)
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
@@ -362,8 +365,8 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		sub.members[i] = c.members[m.rank]
 	}
 	if c.group != nil {
-		sub.group = c.group.sub(id, len(ms))
-		sub.group.set(newRank, sub)
+		sub.group = c.group.Sub(id, len(ms))
+		sub.group.Set(newRank, &sub.rec)
 	}
 	return sub, nil
 }

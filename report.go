@@ -10,6 +10,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/notice"
+	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -25,6 +26,31 @@ func (d *commDiag) ID() string                   { return d.id }
 func (d *commDiag) Rank() int                    { return d.rank }
 func (d *commDiag) Snapshot() trace.Snapshot     { return d.rec.Snapshot() }
 func (d *commDiag) WriteState(w io.Writer) error { return (*Comm)(d).WriteState(w) }
+
+// stallView is a communicator as its stall check (internal/stall) sees it.
+type stallView Comm
+
+func (v *stallView) Rank() int     { return v.rank }
+func (v *stallView) Healthy() bool { return v.state.Load() == stateOK }
+
+func (v *stallView) Mismatch(seq uint64, name string, peer int, err error) {
+	(*Comm)(v).fail(&OpError{Op: name, Rank: v.rank, Peer: peer, Seq: seq, Err: err})
+}
+
+// CallsOf returns each rank's call of collective seq: from the peers'
+// flight recorders under NewLocal, through the dump protocol in a job.
+func (v *stallView) CallsOf(seq uint64) []string {
+	if v.group != nil {
+		return v.group.CallsOf(seq)
+	}
+	calls := make([]string, v.size)
+	if v.job != nil {
+		if states, err := v.job.States(v.id, v.members, stall.StatesWait); err == nil {
+			stall.CallsFromStates(states, seq, calls)
+		}
+	}
+	return calls
+}
 
 // reportFor returns the culprit report for the collective cur, asking the
 // job once per operation (the executor's error hook and the caller both
