@@ -444,10 +444,7 @@ func (g *Grad) markReady(e *Event) error {
 		return b.argErr("Ready", invalid("%q marked ready twice in one step", g.name))
 	}
 	if e != nil {
-		e.mu.Lock()
-		g.after, g.afterGen = e, e.target()
-		e.refs++
-		e.mu.Unlock()
+		g.after, g.afterGen = e, e.e.Target()
 	}
 	g.ready = true
 	bk := g.bk
@@ -515,7 +512,7 @@ func (b *Bucketer) launch(bk *bucket) {
 			missing++
 		}
 		if g.after != nil {
-			b.s.waitGen(g.after, g.afterGen) // takes over the ref counted by ReadyAfter
+			b.s.s.WaitRecord(&g.after.e, g.afterGen)
 			g.after = nil
 		}
 	}
@@ -674,10 +671,7 @@ func (b *Bucketer) Close() error {
 		b.timer.Stop()
 	}
 	for _, g := range b.grads {
-		if g.after != nil {
-			g.after.unref()
-			g.after = nil
-		}
+		g.after = nil
 	}
 	for _, bk := range b.buckets {
 		if bk.ev != nil {

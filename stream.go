@@ -2,16 +2,12 @@ package hcomm
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/hcomm-go/hcomm/internal/clock"
-	"github.com/hcomm-go/hcomm/internal/opctx"
-	"github.com/hcomm-go/hcomm/internal/sched"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/stream"
 )
 
 // A Stream is an ordered queue of asynchronous work — computation enqueued
@@ -64,30 +60,8 @@ import (
 // creates no streams or events — reusing them, with RecordEvent instead of
 // Record — allocates nothing.) All methods are safe for concurrent use.
 type Stream struct {
-	name    string
-	id      uint64
-	timeout time.Duration // bound on each event wait; 0: none
-	clock   clock.Clock   // times events; nil: the system clock (tests set a clock.Fake)
-
-	mu      sync.Mutex
-	q       []item // ring buffer of pending items
-	head, n int
-	enq     uint64 // items enqueued
-	done    uint64 // items finished
-	err     error  // sticky
-	closed  bool
-	syncs   []*waiter // Synchronize calls, waiting for done >= gen
-	blocked *Event    // the event the worker waits for (diagnostics)
-	blockG  uint64
-
-	wake  chan struct{} // capacity 1: new work, a completed event, Abort
-	self  waiter        // the worker's registration on events; ch == wake
-	timer *time.Timer
-	ctx   opctx.Cancel // the context its work runs with
-	loop  func()
-
-	closeErr StreamError // the sticky error of Close, kept here so Close does not allocate
-	owner    *Comm       // the communicator that made it (NewStream), which closes it
+	s     stream.Stream[collArgs]
+	owner *Comm // the communicator that made it (NewStream), which closes it
 }
 
 // StreamConfig configures a free-standing Stream. A nil *StreamConfig
@@ -100,42 +74,19 @@ type StreamConfig struct {
 
 // StreamError reports a failure of a stream itself rather than of the
 // work on it: a wait that timed out or whose event failed, a stream that
-// was closed or aborted, a Synchronize cut short by its context. It
-// unwraps to the cause (ErrTimeout, ErrAborted, ErrClosed, a context
-// error, or the failed event's error).
-type StreamError struct {
-	Stream string // the stream's name
-	Op     string // "WaitEvent", "Synchronize", "Abort", ...
-	Err    error
+// was closed or aborted, a Synchronize cut short by its context. Its
+// fields are Stream (the stream's name), Op ("WaitEvent", "Synchronize",
+// "Abort", ...) and Err, the cause, to which it unwraps (ErrTimeout,
+// ErrAborted, ErrClosed, a context error, or the failed event's error).
+type StreamError = stream.Error
+
+// collOps is how a stream runs and skips collectives.
+var collOps = stream.Ops[collArgs]{
+	Run: func(ctx context.Context, a *collArgs) error { return a.c.do(ctx, &a.args) },
+	Skip: func(s string, a *collArgs, sticky error) {
+		a.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s, a.name(), sticky))
+	},
 }
-
-func (e *StreamError) Error() string {
-	return "hcomm: stream " + strconv.Quote(e.Stream) + ": " + e.Op + ": " + trimPrefix(e.Err.Error())
-}
-
-// Unwrap returns the cause.
-func (e *StreamError) Unwrap() error { return e.Err }
-
-type itemKind uint8
-
-const (
-	itemFunc itemKind = iota + 1
-	itemRecord
-	itemWait
-	itemColl
-)
-
-// item is one unit of work, stored by value in the ring so that enqueueing
-// does not allocate.
-type item struct {
-	kind itemKind
-	fn   func(context.Context) error // itemFunc
-	ev   *Event                      // itemRecord, itemWait
-	gen  uint64                      // the record made or awaited
-	coll collArgs                    // itemColl
-}
-
-var streamIDs atomic.Uint64
 
 // NewStream returns a free-standing stream. The name
 // appears in error messages; empty means "stream#N".
@@ -144,7 +95,9 @@ func NewStream(name string, cfg *StreamConfig) *Stream {
 	if cfg != nil && cfg.Timeout != 0 {
 		timeout = max(cfg.Timeout, 0)
 	}
-	return newStream(name, "", timeout)
+	s := &Stream{}
+	s.s.Start(name, "", timeout, collOps, nil)
+	return s
 }
 
 // NewStream returns a stream for this communicator's asynchronous work.
@@ -156,82 +109,39 @@ func (c *Comm) NewStream(name string) *Stream {
 	if name == "" {
 		prefix = "rank" + strconv.Itoa(c.rank) + "/"
 	}
-	s := newStream(name, prefix, c.set.timeout)
+	s := &Stream{owner: c}
 	c.streamsMu.Lock()
 	if c.streams == nil {
 		c.streams = map[*Stream]struct{}{}
 	}
 	c.streams[s] = struct{}{}
-	s.owner = c
 	c.streamsMu.Unlock()
+	s.s.Start(name, prefix, c.set.timeout, collOps, s.forget)
 	return s
 }
 
-// newStream makes a stream and starts its goroutine. An empty name
-// becomes prefix + "stream#N".
-func newStream(name, prefix string, timeout time.Duration) *Stream {
-	s := &Stream{q: make([]item, 16), wake: make(chan struct{}, 1)}
-	s.self.ch = s.wake
-	s.timer = time.NewTimer(time.Hour)
-	s.timer.Stop()
-	s.loop = s.run
-	s.id = streamIDs.Add(1)
-	if name == "" && prefix != "" {
-		name = prefix + "stream#" + strconv.FormatUint(s.id, 10)
-	}
-	s.name, s.timeout, s.clock = name, timeout, nil
-	s.head, s.n, s.enq, s.done = 0, 0, 0, 0
-	s.err, s.closed = nil, false
-	s.ctx.Reset()
-	go s.loop() // a func value: starting the goroutine allocates no closure
-	return s
+// forget drops a closed stream from its communicator's set once its
+// goroutine has exited.
+func (s *Stream) forget() {
+	c := s.owner
+	c.streamsMu.Lock()
+	delete(c.streams, s)
+	c.streamsMu.Unlock()
 }
 
 // Name returns the stream's name, or "stream#N" for an unnamed stream.
-func (s *Stream) Name() string {
-	if s.name != "" {
-		return s.name
-	}
-	return "stream#" + strconv.FormatUint(s.id, 10)
-}
+func (s *Stream) Name() string { return s.s.Name() }
 
 // String returns the stream's name, quoted.
-func (s *Stream) String() string { return strconv.Quote(s.Name()) }
-
-// push appends it to the queue; false if the stream is closed.
-func (s *Stream) push(it *item) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	if s.n == len(s.q) {
-		q := make([]item, 2*len(s.q))
-		for i := 0; i < s.n; i++ {
-			q[i] = s.q[(s.head+i)%len(s.q)]
-		}
-		s.q, s.head = q, 0
-	}
-	s.q[(s.head+s.n)%len(s.q)] = *it
-	s.n++
-	s.enq++
-	s.mu.Unlock()
-	s.self.signal()
-	return true
-}
+func (s *Stream) String() string { return s.s.String() }
 
 // Go enqueues fn. It runs after everything enqueued before it, with the
 // stream's context, unless the stream has failed by then; a non-nil error
 // (or a panic, turned into an error) fails the stream. A nil fn is a no-op.
-func (s *Stream) Go(fn func(ctx context.Context) error) {
-	if fn == nil {
-		return
-	}
-	s.push(&item{kind: itemFunc, fn: fn})
-}
+func (s *Stream) Go(fn func(ctx context.Context) error) { s.s.Go(fn) }
 
-// Record records a new event, from the pool, at this point of the stream
-// and returns it; Release it when done with it.
+// Record records a new event at this point of the stream and returns it;
+// Release it when done with it.
 func (s *Stream) Record() *Event {
 	e := NewEvent("")
 	s.RecordEvent(e)
@@ -242,109 +152,31 @@ func (s *Stream) Record() *Event {
 // when everything enqueued before it has finished. Recording an event again
 // re-arms it; see Event for what waits and queries refer to. A record on a
 // closed stream completes at once with ErrClosed.
-func (s *Stream) RecordEvent(e *Event) {
-	g := e.issue(s)
-	if e.isReleased() {
-		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: fmt.Errorf("%w: event %s was released", ErrClosed, e)}, time.Now())
-		return
-	}
-	if !s.push(&item{kind: itemRecord, ev: e, gen: g}) {
-		e.complete(g, &StreamError{Stream: s.Name(), Op: "Record", Err: ErrClosed}, time.Now())
-	}
-}
+func (s *Stream) RecordEvent(e *Event) { s.s.RecordEvent(&e.e) }
 
 // WaitEvent makes the work enqueued on s after this call wait until e's
 // current record completes (its next record, if it has none), without
 // blocking the caller, as cudaStreamWaitEvent does. If that record carries
 // an error, s fails with an error wrapping it.
-func (s *Stream) WaitEvent(e *Event) {
-	e.mu.Lock()
-	g := e.target()
-	if e.completed >= g && e.err == nil {
-		e.mu.Unlock()
-		return // nothing to wait for
-	}
-	e.refs++
-	e.mu.Unlock()
-	s.waitGen(e, g)
-}
-
-// waitGen enqueues a wait for record g of e, whose refs the caller has
-// counted.
-func (s *Stream) waitGen(e *Event, g uint64) {
-	if !s.push(&item{kind: itemWait, ev: e, gen: g}) {
-		e.unref()
-	}
-}
+func (s *Stream) WaitEvent(e *Event) { s.s.WaitEvent(&e.e) }
 
 // Synchronize blocks until everything enqueued on the stream before the
 // call has finished, and returns the stream's sticky error. It returns
 // early, with a *StreamError, when ctx ends; the work goes on.
-func (s *Stream) Synchronize(ctx context.Context) error {
-	s.mu.Lock()
-	if s.done >= s.enq {
-		err := s.err
-		s.mu.Unlock()
-		return err
-	}
-	w := getWaiter(s.enq)
-	s.syncs = append(s.syncs, w)
-	s.mu.Unlock()
-	select {
-	case <-w.ch:
-		putWaiter(w)
-		return s.Err()
-	case <-ctx.Done():
-		s.mu.Lock()
-		for i, x := range s.syncs {
-			if x == w {
-				s.syncs = append(s.syncs[:i], s.syncs[i+1:]...)
-				break
-			}
-		}
-		s.mu.Unlock()
-		putWaiter(w)
-		return &StreamError{Stream: s.Name(), Op: "Synchronize", Err: ctxErr(ctx)}
-	}
-}
+func (s *Stream) Synchronize(ctx context.Context) error { return s.s.Synchronize(ctx) }
 
 // Query reports whether everything enqueued so far has finished.
-func (s *Stream) Query() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done >= s.enq
-}
+func (s *Stream) Query() bool { return s.s.Query() }
 
 // Err returns the stream's sticky error, or nil.
-func (s *Stream) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+func (s *Stream) Err() error { return s.s.Err() }
 
 // Abort fails the stream at once: its context is cancelled, the item
 // running stops if it heeds the context, and everything not yet started is
 // skipped (records complete carrying the error). Later work is skipped
 // too. The sticky error wraps ErrAborted and cause (which may be nil).
 // Abort does not wait.
-func (s *Stream) Abort(cause error) {
-	if cause == nil {
-		cause = errors.New("Abort called")
-	}
-	s.fail(&StreamError{Stream: s.Name(), Op: "Abort", Err: fmt.Errorf("%w: %w", ErrAborted, cause)})
-}
-
-// fail makes err sticky (if nothing failed before) and cancels the
-// stream's context.
-func (s *Stream) fail(err error) {
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	s.mu.Unlock()
-	s.ctx.Cancel()
-	s.self.signal()
-}
+func (s *Stream) Abort(cause error) { s.s.Abort(cause) }
 
 // Close aborts the stream with ErrClosed (unless it has failed already)
 // and releases it: work not yet started is skipped, later enqueues are
@@ -353,233 +185,15 @@ func (s *Stream) fail(err error) {
 // Close does not wait; Synchronize before Close to finish the work. It is
 // idempotent.
 func (s *Stream) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.closeErr = StreamError{Stream: s.Name(), Op: "Close", Err: ErrClosed}
-	s.mu.Unlock()
-	s.fail(&s.closeErr)
+	s.s.Close()
 	return nil
 }
-
-// run is the stream's goroutine.
-func (s *Stream) run() {
-	for {
-		s.mu.Lock()
-		for s.n == 0 {
-			if s.closed {
-				s.mu.Unlock()
-				s.recycle()
-				return
-			}
-			s.mu.Unlock()
-			<-s.wake
-			s.mu.Lock()
-		}
-		it := s.q[s.head]
-		s.q[s.head] = item{}
-		s.head = (s.head + 1) % len(s.q)
-		s.n--
-		sticky := s.err
-		s.mu.Unlock()
-
-		err := s.exec(&it, sticky)
-
-		s.mu.Lock()
-		failed := false
-		if err != nil && s.err == nil {
-			s.err, failed = err, true
-		}
-		s.done++
-		if len(s.syncs) > 0 {
-			ws := s.syncs[:0]
-			for _, w := range s.syncs {
-				if w.gen <= s.done {
-					w.signal()
-				} else {
-					ws = append(ws, w)
-				}
-			}
-			clear(s.syncs[len(ws):])
-			s.syncs = ws
-		}
-		s.mu.Unlock()
-		if failed {
-			s.ctx.Cancel()
-		}
-	}
-}
-
-// recycle releases what the stream holds once its goroutine is done.
-func (s *Stream) recycle() {
-	s.mu.Lock()
-	for _, w := range s.syncs {
-		w.signal()
-	}
-	clear(s.syncs)
-	s.syncs = s.syncs[:0]
-	s.mu.Unlock()
-	select {
-	case <-s.wake:
-	default:
-	}
-	if c := s.owner; c != nil {
-		c.streamsMu.Lock()
-		delete(c.streams, s)
-		c.streamsMu.Unlock()
-		s.owner = nil
-	}
-}
-
-// exec runs one item. sticky is the stream's error when it started.
-func (s *Stream) exec(it *item, sticky error) error {
-	switch it.kind {
-	case itemRecord:
-		it.ev.complete(it.gen, sticky, clock.Or(s.clock).Now())
-		return nil
-	case itemWait:
-		defer it.ev.unref()
-		if sticky != nil {
-			return nil
-		}
-		return s.waitEvent(it.ev, it.gen)
-	case itemFunc:
-		if sticky != nil {
-			return nil
-		}
-		return s.call(it.fn)
-	case itemColl:
-		if sticky != nil {
-			it.coll.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s.Name(), it.coll.name(), sticky))
-			return nil
-		}
-		return it.coll.run(&s.ctx)
-	}
-	return nil
-}
-
-// call runs fn, turning a panic into an error.
-func (s *Stream) call(fn func(context.Context) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &StreamError{Stream: s.Name(), Op: "Go", Err: fmt.Errorf("panic: %v", p)}
-		}
-	}()
-	return fn(&s.ctx)
-}
-
-// waitEvent blocks the stream's goroutine until record g of e completes,
-// the stream is aborted, or the timeout passes.
-func (s *Stream) waitEvent(e *Event, g uint64) error {
-	s.mu.Lock()
-	s.blocked, s.blockG = e, g
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.blocked = nil
-		s.mu.Unlock()
-	}()
-	var expired <-chan time.Time
-	if s.timeout > 0 {
-		s.timer.Reset(s.timeout)
-		defer s.timer.Stop()
-		expired = s.timer.C
-	}
-	registered := false
-	for {
-		e.mu.Lock()
-		if e.completed >= g {
-			if registered {
-				e.removeWaiter(&s.self)
-			}
-			err := e.err
-			e.mu.Unlock()
-			if err != nil {
-				return &StreamError{Stream: s.Name(), Op: "WaitEvent",
-					Err: fmt.Errorf("event %s failed: %w", e, err)}
-			}
-			return nil
-		}
-		if !registered {
-			s.self.gen = g
-			e.waiters = append(e.waiters, &s.self)
-			registered = true
-		}
-		e.mu.Unlock()
-		if err := s.ctx.Err(); err != nil {
-			e.mu.Lock()
-			e.removeWaiter(&s.self)
-			e.mu.Unlock()
-			return err
-		}
-		select {
-		case <-s.wake:
-		case <-expired:
-			e.mu.Lock()
-			e.removeWaiter(&s.self)
-			e.mu.Unlock()
-			return &StreamError{Stream: s.Name(), Op: "WaitEvent",
-				Err: &waitTimeout{after: s.timeout, chain: s.describeWait(e, g)}}
-		}
-	}
-}
-
-// describeWait follows the chain of waits starting with s waiting for
-// record g of e, for a timeout report.
-func (s *Stream) describeWait(e *Event, g uint64) string {
-	var b strings.Builder
-	seen := map[*Stream]bool{s: true}
-	fmt.Fprintf(&b, "stream %s waits for event %s", s, e)
-	for range 16 {
-		e.mu.Lock()
-		issued, on := e.gen, e.recOn
-		e.mu.Unlock()
-		if issued < g || on == nil {
-			b.WriteString(", which has not been recorded since the wait was issued (nothing will complete it)")
-			return b.String()
-		}
-		fmt.Fprintf(&b, " recorded on stream %s", on)
-		if seen[on] {
-			b.WriteString(": dependency cycle")
-			return b.String()
-		}
-		seen[on] = true
-		on.mu.Lock()
-		next, ng := on.blocked, on.blockG
-		on.mu.Unlock()
-		if next == nil {
-			b.WriteString(", which is still running earlier work")
-			return b.String()
-		}
-		fmt.Fprintf(&b, ", which waits for event %s", next)
-		e, g = next, ng
-	}
-	b.WriteString(", ...")
-	return b.String()
-}
-
-// waitTimeout is a wait on an event that lasted too long.
-type waitTimeout struct {
-	after time.Duration
-	chain string
-}
-
-func (e *waitTimeout) Error() string {
-	return fmt.Sprintf("timed out after %v: %s", e.after, e.chain)
-}
-
-func (e *waitTimeout) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }
 
 // collArgs is an enqueued operation: its communicator and its call.
 type collArgs struct {
 	c *Comm
 	args
 }
-
-func (a *collArgs) run(ctx context.Context) error { return a.c.do(ctx, &a.args) }
 
 // enqueue checks a collective's arguments and puts it on s. An argument
 // error is returned at once: nothing is enqueued, and neither the stream
@@ -591,7 +205,7 @@ func (s *Stream) enqueue(a *collArgs) error {
 	if err := a.c.checkArgs(&a.args); err != nil {
 		return err
 	}
-	if !s.push(&item{kind: itemColl, coll: *a}) {
+	if !s.s.Enqueue(a) {
 		return &StreamError{Stream: s.Name(), Op: a.name() + "Async", Err: ErrClosed}
 	}
 	return nil

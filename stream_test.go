@@ -314,7 +314,7 @@ func TestEventReuse(t *testing.T) {
 func TestEventElapsed(t *testing.T) {
 	s := newTestStream(t, "timer", time.Minute)
 	clk := clock.NewFake()
-	s.clock = clk // before the first record: the stream reads it only on its goroutine, after enqueueing
+	s.s.SetClock(clk) // before the first record: the stream reads it only on its goroutine, after enqueueing
 	start := s.Record()
 	s.Go(func(context.Context) error { clk.Advance(30 * time.Millisecond); return nil })
 	end := s.Record()
