@@ -17,8 +17,9 @@ race:
 
 # Nested modules (their own go.mod, so ./... above does not reach them):
 # store/etcdstore, whose tests start a real etcd server (Debian's etcd-server,
-# installed by .ci/run).
-MODULES ?= store/etcdstore
+# installed by .ci/run); examples/prometheus, whose test scrapes a job of
+# ranks with the Prometheus client.
+MODULES ?= store/etcdstore examples/prometheus
 modules:
 	@for m in $(MODULES); do \
 	  echo "module $$m"; \

@@ -88,7 +88,7 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	var region *rtrace.Region
 	observed := c.set.observer != nil || rtrace.IsEnabled()
 	if observed {
-		ev, region = c.observe(ctx, k, prog.Algo, now)
+		ev, region = c.observe(ctx, k, prog, now)
 	}
 	if c.size > 1 {
 		c.stall.Begin(k.name, fp, now)

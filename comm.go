@@ -141,6 +141,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	// The first failing op of a collective poisons the communicator at
 	// once, which also unblocks the collective's other ops and the peers.
 	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
+	c.ex.Timed = set.observer != nil // OpEvent.Wait
 	c.octxEnd = c.octx.End
 	c.stall.Init((*stallView)(c))
 	c.members = make([]int, size)

@@ -4,6 +4,8 @@ import (
 	"context"
 	rtrace "runtime/trace"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
 // An Observer is told about a communicator's collectives as they start and
@@ -45,19 +47,25 @@ type OpEvent struct {
 	DType    DType
 	Bytes    int    // the larger of this rank's input and output, in bytes
 	Algo     string // the algorithm the planner chose ("ring", "rd", …)
+	Chunks   int    // messages this rank sends and receives (each cut to at most the chunk size)
 	Start    time.Time
 	Duration time.Duration // OpEnd only
-	Err      error         // OpEnd only: what the call returns
+	// Wait (OpEnd only) is how long the call ran before the first message
+	// from a peer arrived: mostly the time spent waiting for the peers to
+	// reach the collective. It is 0 when the rank received nothing, and
+	// the rest of Duration is moving and reducing data.
+	Wait time.Duration
+	Err  error // OpEnd only: what the call returns
 }
 
 // observe starts an operation's observation: the Observer's OpStart and,
 // when the program runs under `go tool trace`, a runtime/trace region. It
 // returns what observeEnd needs. c.mu is held.
-func (c *Comm) observe(ctx context.Context, k *call, algo string, start time.Time) (OpEvent, *rtrace.Region) {
+func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start time.Time) (OpEvent, *rtrace.Region) {
 	var ev OpEvent
 	if o := c.set.observer; o != nil {
 		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.dt),
-			Bytes: max(len(k.in), len(k.out)), Algo: algo, Start: start}
+			Bytes: max(len(k.in), len(k.out)), Algo: prog.Algo, Chunks: c.ex.Chunks(prog, k.dt.Size()), Start: start}
 		if o.OpStart != nil {
 			o.OpStart(ev)
 		}
@@ -76,6 +84,9 @@ func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
 	}
 	if o := c.set.observer; o != nil && o.OpEnd != nil {
 		ev.Duration, ev.Err = c.clock.Now().Sub(ev.Start), err
+		if t, ok := c.ex.FirstRecv(); ok {
+			ev.Wait = max(t.Sub(ev.Start), 0)
+		}
 		o.OpEnd(*ev)
 	}
 }

@@ -33,10 +33,16 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("%d starts and %d ends for 2 collectives on 2 ranks", len(starts), len(ends))
 	}
 	for _, e := range ends {
+		// A ring over 2 ranks sends and receives one message in each of
+		// its two phases; the Broadcast's root (1) sends one and waits for
+		// nothing, rank 0 receives it.
 		want := OpEvent{Comm: "local", Rank: e.Rank, Peers: 2, Seq: 1, Op: "AllReduce", DType: DTypeFloat32, Bytes: 4096, Algo: "ring",
-			Start: e.Start, Duration: e.Duration}
+			Chunks: 4, Start: e.Start, Duration: e.Duration, Wait: e.Wait}
 		if e.Op == "Broadcast" {
-			want.Seq, want.Op, want.DType, want.Bytes, want.Algo = 2, "Broadcast", DTypeInt64, 64, e.Algo
+			want.Seq, want.Op, want.DType, want.Bytes, want.Algo, want.Chunks = 2, "Broadcast", DTypeInt64, 64, e.Algo, 1
+		}
+		if e.Wait > e.Duration || (e.Rank == 0 || e.Op == "AllReduce") && e.Wait <= 0 || e.Rank == 1 && e.Op == "Broadcast" && e.Wait != 0 {
+			t.Errorf("%s at rank %d: Wait %v of Duration %v", e.Op, e.Rank, e.Wait, e.Duration)
 		}
 		if e != want || e.Algo == "" || e.Start.IsZero() || e.Duration <= 0 {
 			t.Errorf("OpEnd got %+v, want %+v", e, want)
@@ -46,6 +52,42 @@ func TestObserver(t *testing.T) {
 		if e.Duration != 0 || e.Err != nil || e.Algo == "" {
 			t.Errorf("OpStart got %+v", e)
 		}
+	}
+}
+
+// TestObserverWaitChunks: Wait is at least how long the peer took to
+// arrive, and Chunks counts the pieces the chunk size cuts messages into.
+func TestObserverWaitChunks(t *testing.T) {
+	const late = 30 * time.Millisecond
+	started := make(chan struct{})
+	ends := make([]OpEvent, 2)
+	obs := &Observer{
+		OpStart: func(e OpEvent) {
+			if e.Rank == 0 {
+				close(started)
+			}
+		},
+		OpEnd: func(e OpEvent) { ends[e.Rank] = e },
+	}
+	// 8 KiB in 1 KiB chunks: each ring phase's 4 KiB message is 4 chunks.
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute, Algo: "allreduce=ring", ChunkBytes: 1024, Observer: obs}, func(c *Comm) error {
+		if c.Rank() == 1 {
+			<-started
+			time.Sleep(late) // rank 0 is in the collective and waits for this one
+		}
+		x := make([]float32, 2048)
+		return AllReduce(context.Background(), c, x, x, Sum)
+	})
+	for r, e := range ends {
+		if e.Chunks != 16 {
+			t.Errorf("rank %d: Chunks %d, want 16", r, e.Chunks)
+		}
+		if e.Wait <= 0 || e.Wait > e.Duration {
+			t.Errorf("rank %d: Wait %v of Duration %v", r, e.Wait, e.Duration)
+		}
+	}
+	if ends[0].Wait < late {
+		t.Errorf("rank 0 waited %v for a peer that arrived %v late", ends[0].Wait, late)
 	}
 }
 

@@ -2,10 +2,9 @@ package hcomm
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
+	"time"
 
 	"github.com/hcomm-go/hcomm/internal/traceevent"
 )
@@ -23,16 +22,8 @@ type traceFile struct {
 	user *Observer
 }
 
-// traceFileName is pattern for rank: "%r" replaced by the rank, or else
-// ".rankN" added before the extension (job.json → job.rank3.json).
-func traceFileName(pattern string, rank int) string {
-	r := strconv.Itoa(rank)
-	if strings.Contains(pattern, "%r") {
-		return strings.ReplaceAll(pattern, "%r", r)
-	}
-	ext := filepath.Ext(pattern)
-	return strings.TrimSuffix(pattern, ext) + ".rank" + r + ext
-}
+// traceFileName is pattern for rank (traceevent.RankFile).
+func traceFileName(pattern string, rank int) string { return traceevent.RankFile(pattern, rank) }
 
 // openTrace starts world rank rank's trace file; user is the program's
 // Observer (nil: none).
@@ -87,7 +78,8 @@ func (t *traceFile) opEnd(e OpEvent) {
 		t.user.OpEnd(e)
 	}
 	args := map[string]any{"comm": e.Comm, "rank": e.Rank, "peers": e.Peers, "seq": e.Seq,
-		"dtype": e.DType.String(), "bytes": e.Bytes, "algo": e.Algo}
+		"dtype": e.DType.String(), "bytes": e.Bytes, "algo": e.Algo, "chunks": e.Chunks,
+		"wait_us": float64(e.Wait) / float64(time.Microsecond)}
 	if e.Err != nil {
 		args["error"] = e.Err.Error()
 	}

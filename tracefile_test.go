@@ -102,7 +102,8 @@ func TestTraceFile(t *testing.T) {
 			if e.Ph != "X" || e.Args["seq"] != float64(len(ops)+1) || len(ops) == 4 { // then the Bucketer's own
 				continue
 			}
-			if e.PID != r || e.Cat != "collective" || e.Args["algo"] == "" || e.Args["comm"] != "world" || e.Args["bytes"] != float64(1024) {
+			if e.PID != r || e.Cat != "collective" || e.Args["algo"] == "" || e.Args["comm"] != "world" || e.Args["bytes"] != float64(1024) ||
+				!(e.Args["chunks"].(float64) >= 1) || !(e.Args["wait_us"].(float64) >= 0) {
 				t.Errorf("rank %d: slice %+v", r, e)
 			}
 			ops = append(ops, e.Name)

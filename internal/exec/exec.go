@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -56,6 +57,12 @@ type Executor struct {
 	// first use.
 	staging2 [][]byte
 	readers  []*reader
+
+	// Timed, if set, makes Run note when the first message from a peer
+	// arrived (FirstRecv). It costs a clock read per Run.
+	Timed bool
+	base  time.Time // FirstRecv's origin
+	first int64     // FirstRecv of the last Run: nanoseconds since base + 1, 0 if none
 
 	// OnError, if set, is called once per failed Run with the first error,
 	// from whichever goroutine found it, before Run returns. It must make
@@ -134,6 +141,15 @@ type run struct {
 	es      int
 	in, out []byte
 	scratch []byte
+	timed   bool
+	first   atomic.Int64 // when the first message arrived (Executor.first's unit), if timed
+}
+
+// received notes, in a timed run, that a message arrived.
+func (r *run) received() {
+	if r.timed && r.first.Load() == 0 {
+		r.first.CompareAndSwap(0, int64(time.Since(r.e.base))+1)
+	}
 }
 
 // New returns an executor over t cutting messages into chunks of chunkBytes
@@ -144,7 +160,7 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	}
 	// Chunks hold whole elements of every type.
 	chunkBytes = max(8, chunkBytes&^7)
-	e := &Executor{t: t, chunk: chunkBytes}
+	e := &Executor{t: t, chunk: chunkBytes, base: time.Now()}
 	e.eager, _ = t.(transport.Eager)
 	e.sinkR, _ = t.(transport.SinkReceiver)
 	e.sinkP, _ = t.(transport.SinkPeers)
@@ -245,8 +261,11 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 	}
 	e.ensure(maxOps, prog.Scratch*es)
 	r := &e.cur
-	*r = run{e: e, fp: fp, dt: dt, op: op, es: es, in: in, out: out, scratch: e.scratch[:prog.Scratch*es]}
-	defer func() { *r = run{} }() // drop references to the caller's buffers
+	*r = run{e: e, fp: fp, dt: dt, op: op, es: es, in: in, out: out, scratch: e.scratch[:prog.Scratch*es], timed: e.Timed}
+	defer func() {
+		e.first = r.first.Load()
+		*r = run{} // drop references to the caller's buffers
+	}()
 	for si := range prog.Steps {
 		ops := prog.Steps[si].Ops
 		// Local ops, and small sends the transport can complete at once,
@@ -391,6 +410,7 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, slot int) er
 			if err != nil {
 				return err
 			}
+			r.received()
 		}
 	case sched.RecvCopySend:
 		dst := r.region(op.Dst)
@@ -399,6 +419,7 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, slot int) er
 			if err := t.Recv(ctx, op.Peer, r.fp, p); err != nil {
 				return err
 			}
+			r.received()
 			if err := t.Send(ctx, op.To, r.fp, p); err != nil {
 				return err
 			}
@@ -432,6 +453,7 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, slot int) er
 					reduce.Apply(r.dt, r.op, d, e.piece(src, i), tmp)
 				}
 			}
+			r.received()
 			if op.Kind == sched.RecvReduceSend {
 				if err := t.Send(ctx, op.To, r.fp, d); err != nil {
 					return err
@@ -461,6 +483,7 @@ func (e *Executor) recvReduceAhead(ctx context.Context, r *run, op *sched.Op, sl
 		if err := <-rd.done; err != nil {
 			return err
 		}
+		r.received()
 		d := e.piece(dst, i)
 		tmp := bufs[i%2][:len(d)]
 		if i+1 < n {
