@@ -441,10 +441,19 @@ func TestPerfLocalText(t *testing.T) {
 	if len(data) != 2*(3+1) { // two algorithm settings × (3 sizes + barrier)
 		t.Fatalf("%d data lines:\n%s", len(data), text)
 	}
-	for _, l := range data {
+	for i, l := range data {
 		f := strings.Fields(l)
-		if len(f) != 14 || f[9] != "0" || f[13] != "0" || f[6] == "-" || f[10] == "-" {
+		if len(f) != 15 || f[10] != "0" || f[14] != "0" || f[7] == "-" || f[11] == "-" {
 			t.Errorf("line %q: want both column groups and #wrong 0", l)
+			continue
+		}
+		// The algo column is what the planner picked: the forced one.
+		want := []string{"ring", "rd"}[i/4]
+		if f[5] == "barrier" {
+			want = "dissemination"
+		}
+		if f[6] != want {
+			t.Errorf("line %q: algo %q, want %q", l, f[6], want)
 		}
 	}
 	checkSVG(t, svg, 4) // ring and rd, each out of place and in place

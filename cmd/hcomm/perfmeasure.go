@@ -28,7 +28,8 @@ type row struct {
 	Type    string  `json:"type"`
 	Redop   string  `json:"redop,omitempty"`
 	Root    int     `json:"root"`
-	Algo    string  `json:"algo,omitempty"`
+	Algo    string  `json:"algo,omitempty"` // the -algo setting measured ("" for the cost model)
+	Pick    string  `json:"pick,omitempty"` // the algorithm the planner picked for the point
 	InPlace bool    `json:"in_place"`
 	Iters   int64   `json:"iters"`
 	Usec    float64 `json:"usec"`
@@ -167,6 +168,13 @@ func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size
 	r := row{Impl: pc.label, Op: op, Ranks: c.Size(), Bytes: b.bytes, Count: b.count, Type: b.typ,
 		Redop: b.redop, Root: b.root, InPlace: inPlace, Iters: iters,
 		Usec: usec[0] / float64(c.Size()), Wrong: wrong[0]}
+	dt := hcomm.DTypeUint8
+	if b.redop != "" {
+		dt = pc.dtype
+	}
+	if e, err := c.ExplainPlan(op, dt, int(b.count)); err == nil {
+		r.Pick = e.Algo
+	}
 	r.AlgBW, r.BusBW = bandwidths(r.Bytes, r.Usec, bo.factor(c.Size()))
 	return r, time.Duration(est[0] * float64(time.Second)), nil
 }

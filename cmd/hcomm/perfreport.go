@@ -99,9 +99,9 @@ func (rp *reporter) printHeader() {
 			cols += fmt.Sprintf(" %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong")
 			units += fmt.Sprintf(" %9s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "")
 		}
-		fmt.Fprintf(rp.out, "#%61s%s\n", "", groups)
-		fmt.Fprintf(rp.out, "# %11s %12s %8s %6s %5s %13s%s\n", "size", "count", "type", "redop", "root", "op", cols)
-		fmt.Fprintf(rp.out, "# %11s %12s %8s %6s %5s %13s%s\n", "(B)", "(elements)", "", "", "", "", units)
+		fmt.Fprintf(rp.out, "#%70s%s\n", "", groups)
+		fmt.Fprintf(rp.out, "# %11s %12s %8s %6s %5s %13s %8s%s\n", "size", "count", "type", "redop", "root", "op", "algo", cols)
+		fmt.Fprintf(rp.out, "# %11s %12s %8s %6s %5s %13s %8s%s\n", "(B)", "(elements)", "", "", "", "", "", units)
 	}
 }
 
@@ -153,7 +153,11 @@ func textRow(groups ...*row) string {
 	if redop == "" {
 		redop = "-"
 	}
-	s := fmt.Sprintf("  %11d %12d %8s %6s %5d %13s", r.Bytes, r.Count, r.Type, redop, r.Root, r.Op)
+	pick := r.Pick
+	if pick == "" {
+		pick = "-"
+	}
+	s := fmt.Sprintf("  %11d %12d %8s %6s %5d %13s %8s", r.Bytes, r.Count, r.Type, redop, r.Root, r.Op, pick)
 	for _, x := range groups {
 		if x == nil {
 			s += fmt.Sprintf(" %9s %7s %7s %6s", "-", "-", "-", "-")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/plan"
@@ -131,7 +130,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		for _, a := range cands {
 			c := cost{name: a.Name, total: math.Inf(1)}
 			if a.Supports(s) {
-				total, terms := planCost(model, a, s, es)
+				total, terms := model.Terms(a, s, es)
 				c = cost{a.Name, total, terms[0], terms[1], terms[2], terms[3]}
 			}
 			costs = append(costs, c)
@@ -159,7 +158,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		row += "  " + pick.Name
 		if p != nil && ru != nil {
-			row += fmt.Sprintf(" over %s: %s", ru.name, why(p.a-ru.a, p.b-ru.b, p.g-ru.g, p.d-ru.d))
+			row += fmt.Sprintf(" over %s: %s", ru.name, plan.Why(p.a-ru.a, p.b-ru.b, p.g-ru.g, p.d-ru.d))
 		}
 		if *withSim {
 			r, err := sim.Simulate(topo, pick, coll, *n, size, sim.Options{})
@@ -174,60 +173,9 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// planCost is the planner's predicted time of a for s, and its α
-// (latency), β (bytes sent), γ (bytes reduced) and δ (bytes copied within a
-// rank) parts: the model is linear in each, so the parts are the cost with
-// only one rate set, and they add up to the total. (The one place hcomm
-// plan calls the planner's cost model.)
-func planCost(m plan.Model, a algo.Algorithm, s sched.Spec, es int) (total float64, terms [4]float64) {
-	for i := range terms {
-		only := plan.Model{Chunk: m.Chunk}
-		switch i {
-		case 0:
-			only.Alpha = m.Alpha
-		case 1:
-			only.Beta = m.Beta
-		case 2:
-			only.Gamma = m.Gamma
-		default:
-			only.Delta = m.Delta
-		}
-		terms[i] = only.SpecCost(a, s, es)
-	}
-	return m.SpecCost(a, s, es), terms
-}
-
 func usCol(sec float64) string {
 	if math.IsInf(sec, 1) || math.IsNaN(sec) {
 		return fmt.Sprintf("%11s", "-")
 	}
 	return fmt.Sprintf("%11.4g", sec*1e6)
-}
-
-// why names the terms in which the pick beat the runner-up, largest first.
-func why(da, db, dg, dd float64) string {
-	type term struct {
-		name string
-		d    float64
-	}
-	ts := []term{{"α", da}, {"β", db}, {"γ", dg}, {"δ", dd}}
-	// Sort by |d| descending (four items).
-	for i := range ts {
-		for j := i + 1; j < len(ts); j++ {
-			if math.Abs(ts[j].d) > math.Abs(ts[i].d) {
-				ts[i], ts[j] = ts[j], ts[i]
-			}
-		}
-	}
-	var parts []string
-	for _, t := range ts {
-		if math.Abs(t.d) < 5e-10 {
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s %+.3g µs", t.name, t.d*1e6))
-	}
-	if len(parts) == 0 {
-		return "equal cost"
-	}
-	return strings.Join(parts, ", ")
 }

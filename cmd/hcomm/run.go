@@ -103,6 +103,11 @@ import (
 //	hcomm run:   rank 1 (pid 4712): communicator world rank 1: op #7 AllReduce(int64, 1, sum) running for 2.1s (last completed #6)
 //	hcomm run:   communicator world: ranks 0-1 wait in op #7 AllReduce(int64, 1, sum); rank 2 last completed op #6 and has not entered #7
 //
+// Traces. When the job runs with HCOMM_TRACE=job.json (in the launcher's
+// environment or with -x), each rank writes job.rankN.json and the
+// launcher, once every rank has exited, merges the files it can read into
+// job.json (runtrace.go).
+//
 // After stopping a job the launcher prints the failure reports the ranks
 // left in the store under hcomm/report/<rank>, one output line per line of
 // text:
@@ -782,6 +787,7 @@ func (j *job) run(signals <-chan os.Signal) int {
 	if j.stopping {
 		j.printReports()
 	}
+	j.mergeTrace()
 	return code
 }
 

@@ -21,6 +21,7 @@
 //	init           hcomm.Init; print init-ok
 //	barrier        a Barrier on the communicator of init
 //	allreduce      an AllReduce of one int64 on it
+//	close          close the communicator of init (finishing an HCOMM_TRACE file)
 //	enter          start an AllReduce on it and print entered once its flight
 //	               recorder shows it running
 package main
@@ -153,6 +154,8 @@ func do(rank int, action string) error {
 		fmt.Println("init-ok")
 	case "barrier":
 		return comm.Barrier(context.Background())
+	case "close":
+		return comm.Close()
 	case "allreduce":
 		v := []int64{1}
 		return hcomm.AllReduce(context.Background(), comm, v, v, hcomm.Sum)
