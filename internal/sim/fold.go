@@ -110,7 +110,7 @@ func (m *machine) take(s *snapshot, t float64) {
 			}
 			s.ints = append(s.ints, int64(o.phase), int64(o.i), ev, int64(o.bd.Ranks[0]), int64(o.bd.Ranks[1]),
 				int64(o.kind), o.bytes, int64(o.peer), int64(o.to), int64(o.inCh), int64(o.outCh), int64(o.nch), int64(o.per))
-			s.times = append(s.times, clampRel(o.lastMin, t))
+			s.times = append(s.times, clampRel(o.lastMin, t), o.gap)
 			s.bds, s.bdInts = appendBd(s.bds, s.bdInts, &o.bd)
 		}
 	}
