@@ -122,7 +122,8 @@ func TestClose(t *testing.T) {
 	go func() { pending <- trs[0].Recv(ctx, 2, &fp, make([]byte, 8)) }()
 	peerWaiting := make(chan error, 1)
 	go func() { peerWaiting <- trs[1].Recv(ctx, 0, &fp, make([]byte, 8)) }()
-	time.Sleep(50 * time.Millisecond)
+	awaitAsleep(t, trs[0], 2, false)
+	awaitAsleep(t, trs[1], 0, false)
 	start := time.Now()
 	if err := trs[0].Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -151,6 +152,28 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// awaitAsleep returns once tr has a call asleep on its ring with peer:
+// a Recv waiting for data (out false) or a Send waiting for space (out
+// true). The waiter's flag in the segment is set only around the futex
+// sleep, after the polling phases, so a test that acts then acts on a
+// call that is really blocked, whatever the machine's load.
+func awaitAsleep(t *testing.T, tr *Transport, peer int, out bool) {
+	t.Helper()
+	r := &tr.peers[peer].in
+	flag := r.consWait
+	if out {
+		r = &tr.peers[peer].out
+		flag = r.prodWait
+	}
+	deadline := time.Now().Add(time.Minute)
+	for atomic.LoadUint32(flag) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no call asleep on the ring with rank %d (out=%v)", peer, out)
+		}
+		time.Sleep(time.Millisecond) // polls a condition; acts only once it holds
+	}
+}
+
 func TestAbortInProcess(t *testing.T) {
 	trs := newLocalGroup(t, 2, "nocma")
 	ctx := context.Background()
@@ -158,7 +181,8 @@ func TestAbortInProcess(t *testing.T) {
 	local := make(chan error, 2)
 	go func() { local <- trs[0].Recv(ctx, 1, &fp, make([]byte, 8)) }()
 	go func() { local <- trs[0].Send(ctx, 1, &fp, make([]byte, 8<<20)) }()
-	time.Sleep(50 * time.Millisecond)
+	awaitAsleep(t, trs[0], 1, false)
+	awaitAsleep(t, trs[0], 1, true)
 	start := time.Now()
 	trs[0].Abort(errors.New("bad input"))
 	trs[0].Abort(errors.New("second abort is ignored"))
