@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -86,9 +87,38 @@ type world struct {
 type helperProc struct {
 	cmd  *exec.Cmd
 	out  syncBuffer
+	in   io.WriteCloser // the helper's standard input: tell (a line), release (EOF)
 	done chan struct{}
 	err  error
 }
+
+// tell writes a line to the helper's standard input; a scenario waiting
+// for the test's go-ahead (awaitTest) reads it.
+func (p *helperProc) tell(t testing.TB) {
+	t.Helper()
+	if _, err := io.WriteString(p.in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// release closes the helper's standard input: a scenario waiting for the
+// test to be done with it (awaitRelease) goes on.
+func (p *helperProc) release() { p.in.Close() }
+
+// stdin is the helper process's end of its standard input.
+var stdin = bufio.NewReader(os.Stdin)
+
+// awaitTest waits for the test's go-ahead (tell); an error if the test
+// released the helper or went away first.
+func awaitTest() error {
+	if _, err := stdin.ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for the test's go-ahead: %w", err)
+	}
+	return nil
+}
+
+// awaitRelease waits until the test releases the helper (or exits).
+func awaitRelease() { io.Copy(io.Discard, stdin) }
 
 func newWorld(t testing.TB, size, nsocks int) *world {
 	t.Helper()
@@ -153,6 +183,9 @@ func (w *world) spawn(r int, scenario string, extraEnv ...string) *helperProc {
 	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.ExtraFiles = []*os.File{f}
 	p := &helperProc{cmd: cmd, done: make(chan struct{})}
+	if p.in, err = cmd.StdinPipe(); err != nil {
+		w.t.Fatal(err)
+	}
 	cmd.Stdout = &p.out
 	cmd.Stderr = &p.out
 	if err := cmd.Start(); err != nil {
@@ -240,6 +273,31 @@ var helperScenarios = map[string]func(context.Context, *Transport) error{
 	"stall":    stallAfterConnect,
 	"echo":     echo,
 	"flooded":  flooded,
+}
+
+// awaitCall returns once tr has a call in progress with peer (a Send if
+// send, else a Recv) past the connection set-up: the call has entered its
+// direction's gate and is reading or writing, so that a test acting then
+// acts on a pending call whatever the machine's load.
+func awaitCall(t testing.TB, tr *Transport, peer int, send bool) {
+	t.Helper()
+	g := &tr.peers[peer].recv
+	if send {
+		g = &tr.peers[peer].send
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		g.mu.Lock()
+		active := g.active != nil
+		g.mu.Unlock()
+		if active {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no call in progress with rank %d (send=%v)", peer, send)
+		}
+		time.Sleep(time.Millisecond) // polls a condition; acts only once it holds
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.

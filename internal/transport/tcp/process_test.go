@@ -92,7 +92,7 @@ func TestProcessMismatch(t *testing.T) {
 
 func TestProcessAbortReachesPeer(t *testing.T) {
 	w := newWorld(t, 2, 2)
-	w.spawn(1, "abort")
+	p := w.spawn(1, "abort")
 	tr := w.transport(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -100,12 +100,17 @@ func TestProcessAbortReachesPeer(t *testing.T) {
 	if err := tr.Send(ctx, 1, &fp, []byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	// Rank 1 reads nothing more and aborts in 200ms; this send blocks
-	// until then (64 MiB is far more than the socket buffers hold).
+	// Rank 1 reads nothing more and aborts once told that this send is
+	// under way; it blocks until then (64 MiB is far more than the socket
+	// buffers hold).
 	start := time.Now()
 	big := make([]byte, 64<<20)
 	fp = fpFor(2, len(big))
-	err := tr.Send(ctx, 1, &fp, big)
+	sent := make(chan error, 1)
+	go func() { sent <- tr.Send(ctx, 1, &fp, big) }()
+	awaitCall(t, tr, 1, true)
+	p.tell(t)
+	err := <-sent
 	if err != nil && !errors.Is(err, errs.ErrAborted) {
 		t.Fatalf("Send blocked on the aborting rank: %v, want success or ErrAborted", err)
 	}
@@ -125,6 +130,7 @@ func TestProcessAbortReachesPeer(t *testing.T) {
 	if err := tr.Send(ctx, 1, &fp, make([]byte, 8)); !errors.Is(err, errs.ErrAborted) {
 		t.Errorf("Send after the peer aborted: %v, want ErrAborted", err)
 	}
+	p.release()
 	w.wait(1, 10*time.Second)
 }
 

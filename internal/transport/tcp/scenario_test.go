@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
 )
@@ -146,20 +145,23 @@ func mismatchSender(ctx context.Context, tr *Transport) error {
 	return nil
 }
 
-// abortAfterConnect (rank 1) waits for a message from rank 0, lets rank 0
-// block sending to it, aborts, and stays alive for a while.
+// abortAfterConnect (rank 1) waits for a message from rank 0, then for
+// the test's word that rank 0 is blocked sending to it, aborts, and stays
+// alive until the test has seen the abort (release).
 func abortAfterConnect(ctx context.Context, tr *Transport) error {
 	fp := fpFor(1, 1)
 	if err := tr.Recv(ctx, 0, &fp, make([]byte, 1)); err != nil {
 		return err
 	}
-	time.Sleep(200 * time.Millisecond)
+	if err := awaitTest(); err != nil {
+		return err
+	}
 	tr.Abort(errors.New("child gave up"))
 	fp = fpFor(2, 1)
 	if err := tr.Recv(ctx, 0, &fp, make([]byte, 1)); !errors.Is(err, errs.ErrAborted) {
 		return fmt.Errorf("Recv after Abort: %v, want ErrAborted", err)
 	}
-	time.Sleep(time.Second)
+	awaitRelease()
 	return nil
 }
 

@@ -215,6 +215,10 @@ type Transport struct {
 	log            *slog.Logger
 	peers          []*peer // by rank; nil for this rank
 
+	// onWaitConn, set by tests before use, is called when a call starts
+	// waiting for the connections to peer.
+	onWaitConn func(peer int)
+
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
 
@@ -692,6 +696,9 @@ func (t *Transport) connected(ctx context.Context, r int) (*peer, error) {
 		}
 	} else {
 		t.startProbe(pr)
+	}
+	if t.onWaitConn != nil {
+		t.onWaitConn(r)
 	}
 	select {
 	case <-pr.ready:

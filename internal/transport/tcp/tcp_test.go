@@ -132,6 +132,13 @@ func TestLazyConnect(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			other := 1 - first
+			waiting := make(chan int, 1)
+			trs[first].onWaitConn = func(peer int) {
+				select {
+				case waiting <- peer:
+				default:
+				}
+			}
 			got := make(chan error, 1)
 			go func() {
 				// The first rank waits to receive; the other rank
@@ -144,7 +151,9 @@ func TestLazyConnect(t *testing.T) {
 				}
 				got <- err
 			}()
-			time.Sleep(100 * time.Millisecond)
+			if p := <-waiting; p != other { // the Recv waits for the connection
+				t.Fatalf("Recv waits for rank %d, want %d", p, other)
+			}
 			fp := fpFor(1, 3)
 			if err := trs[other].Send(ctx, first, &fp, []byte("abc")); err != nil {
 				t.Fatal(err)
@@ -364,7 +373,10 @@ func TestAbort(t *testing.T) {
 		fp := fpFor(1, 8)
 		local <- trs[0].Recv(ctx, 2, &fp, make([]byte, 8))
 	}()
-	time.Sleep(100 * time.Millisecond)
+	awaitCall(t, trs[1], 0, false)
+	awaitCall(t, trs[1], 2, false)
+	awaitCall(t, trs[2], 0, false)
+	awaitCall(t, trs[0], 2, false)
 	start := time.Now()
 	trs[0].Abort(errors.New("out of patience"))
 
@@ -454,7 +466,8 @@ func TestClose(t *testing.T) {
 		fp := fpFor(1, len(big))
 		blocked <- tr0.Send(ctx, 1, &fp, big)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	awaitCall(t, tr0, 1, false)
+	awaitCall(t, tr0, 1, true)
 	start := time.Now()
 	if err := tr0.Close(); err != nil {
 		t.Fatal(err)
