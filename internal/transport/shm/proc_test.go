@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,9 +62,16 @@ var roles = map[string]role{
 		return nil
 	},
 	"aborter": func(ctx context.Context, tr *Transport) error {
-		time.Sleep(200 * time.Millisecond)
+		// Abort once rank 0's Recv and Send to this rank are both asleep
+		// on the rings (blockedCalls), then stay alive until the test
+		// releases this rank: rank 0 must learn from the abort flag, not
+		// from this process's death.
+		pe := tr.peers[0]
+		if err := awaitFlags(ctx, pe.out.consWait, pe.in.prodWait); err != nil {
+			return err
+		}
 		tr.Abort(errors.New("reason-xyz"))
-		time.Sleep(600 * time.Millisecond) // stay alive: peers must learn from the flag
+		awaitRelease()
 		return nil
 	},
 	"victim": func(ctx context.Context, tr *Transport) error {
@@ -125,6 +134,7 @@ type cluster struct {
 
 type kid struct {
 	cmd    *exec.Cmd
+	in     io.WriteCloser // the child's standard input, closed by release
 	stderr string
 	done   chan struct{}
 	err    error
@@ -147,6 +157,9 @@ func startCluster(t testing.TB, size, rank int, role, variant string) *cluster {
 		k.cmd.Env = append(os.Environ(), envRole+"="+role, envRank+"="+strconv.Itoa(r),
 			envSize+"="+strconv.Itoa(size), envKV+"="+dir, envVariant+"="+variant)
 		k.cmd.Stdout, k.cmd.Stderr = f, f
+		if k.in, err = k.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
 		if err := k.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -204,6 +217,29 @@ func (c *cluster) wait() {
 			c.t.Errorf("rank %d: %v\n%s", r, k.err, out)
 		}
 	}
+}
+
+// release closes rank r's standard input: a child waiting in
+// awaitRelease goes on.
+func (c *cluster) release(r int) { c.kids[r].in.Close() }
+
+// awaitRelease waits until the test releases this child process (or
+// exits).
+func awaitRelease() { io.Copy(io.Discard, os.Stdin) }
+
+// awaitFlags polls until every word is non-zero (a waiter flag or a
+// ring's broken flag in the segment, written by another rank), or ctx
+// ends.
+func awaitFlags(ctx context.Context, words ...*uint32) error {
+	for _, w := range words {
+		for atomic.LoadUint32(w) == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("waiting for a flag in the segment: %w", err)
+			}
+			time.Sleep(time.Millisecond) // polls a condition; acts only once it holds
+		}
+	}
+	return nil
 }
 
 func (c *cluster) killed(r int) bool {
@@ -408,8 +444,11 @@ func scenarioDeadline(ctx context.Context, tr *Transport) error {
 		if err := tr.Send(ctx, 0, &dataFP, big[:1<<20]); err != nil {
 			return err
 		}
-		// Rank 0 now posts a large message and gives up before we look.
-		time.Sleep(500 * time.Millisecond)
+		// Rank 0 now posts a large message and gives up before we look:
+		// wait until its abandoned send has broken the ring.
+		if err := awaitFlags(ctx, tr.peers[0].in.broken); err != nil {
+			return err
+		}
 		err := tr.Recv(ctx, 0, &bigFP, big)
 		var pe *errs.PeerError
 		if !errors.As(err, &pe) || pe.Peer != 0 || !errors.Is(err, errs.ErrPeerLost) {
@@ -431,8 +470,8 @@ func scenarioDeadline(ctx context.Context, tr *Transport) error {
 			return c, cancel
 		}, context.Canceled},
 	} {
+		start := time.Now() // before the context's timer starts
 		c, cancel := tc.ctx()
-		start := time.Now()
 		err := tr.Recv(c, 1, &dataFP, big[:1<<20])
 		cancel()
 		if el := time.Since(start); !errors.Is(err, tc.want) || el < 40*time.Millisecond || el > slack {
@@ -534,9 +573,11 @@ func TestProcessPeerAborts(t *testing.T) {
 					t.Errorf("error %q does not carry the peer's reason", err)
 				}
 			}
+			// The peer aborts as soon as both calls are asleep.
 			if el := time.Since(start); el > 200*time.Millisecond+slack {
-				t.Errorf("calls failed after %v; the peer aborted after 200ms", el)
+				t.Errorf("calls failed after %v", el)
 			}
+			c.release(1)
 			c.wait()
 			tr.Close()
 			c.assertNoLeftovers()
@@ -552,7 +593,7 @@ func TestProcessAbortReachesPeer(t *testing.T) {
 		fp := fpFor(1, 8)
 		result <- tr.Recv(context.Background(), 1, &fp, make([]byte, 8))
 	}()
-	time.Sleep(100 * time.Millisecond)
+	awaitAsleep(t, tr, 1, false)
 	start := time.Now()
 	tr.Abort(errors.New("parent-reason"))
 	if err := <-result; !errors.Is(err, errs.ErrAborted) || !strings.Contains(err.Error(), "parent-reason") {
@@ -576,7 +617,8 @@ func TestProcessPeerKilled(t *testing.T) {
 			c := startCluster(t, 2, 0, "idle", v)
 			tr := c.transport()
 			results := blockedCalls(tr, 1)
-			time.Sleep(150 * time.Millisecond) // both calls are blocked mid-transfer
+			awaitAsleep(t, tr, 1, false) // both calls are blocked mid-transfer
+			awaitAsleep(t, tr, 1, true)
 			start := time.Now()
 			c.kill(1)
 			for range 2 {
