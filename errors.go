@@ -53,21 +53,11 @@ func (e *OpError) Error() string {
 	if e.Peer >= 0 {
 		s += fmt.Sprintf(" (peer %d)", e.Peer)
 	}
-	return s + ": " + trimPrefix(e.Err.Error())
+	return s + ": " + errs.TrimPrefix(e.Err.Error())
 }
 
 // Unwrap returns the cause.
 func (e *OpError) Unwrap() error { return e.Err }
-
-// trimPrefix drops the "hcomm: " of a wrapped sentinel so messages don't
-// stutter.
-func trimPrefix(s string) string {
-	const p = "hcomm: "
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
-}
 
 // timeoutError marks a deadline: it matches ErrTimeout and
 // context.DeadlineExceeded.

@@ -61,3 +61,13 @@ func (e *MismatchError) Error() string {
 }
 
 func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// TrimPrefix drops the "hcomm: " of a wrapped sentinel, so that a message
+// built around it does not repeat it.
+func TrimPrefix(s string) string {
+	const p = "hcomm: "
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return s
+}

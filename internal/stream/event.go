@@ -88,6 +88,21 @@ func putWaiter(w *waiter) {
 	waitPool.put(w)
 }
 
+// wake signals the waiters of ws waiting for at most g and returns the
+// others, in ws's storage.
+func wake(ws []*waiter, g uint64) []*waiter {
+	keep := ws[:0]
+	for _, w := range ws {
+		if w.gen <= g {
+			w.signal()
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(ws[len(keep):])
+	return keep
+}
+
 // signal wakes w without blocking.
 func (w *waiter) signal() {
 	select {
@@ -144,16 +159,7 @@ func (e *Event) complete(g uint64, err error, now time.Time) {
 	e.mu.Lock()
 	if g > e.completed {
 		e.completed, e.err, e.at = g, err, now
-		ws := e.waiters[:0]
-		for _, w := range e.waiters {
-			if w.gen <= g {
-				w.signal()
-			} else {
-				ws = append(ws, w)
-			}
-		}
-		clear(e.waiters[len(ws):])
-		e.waiters = ws
+		e.waiters = wake(e.waiters, g)
 	}
 	e.mu.Unlock()
 }

@@ -35,20 +35,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return "hcomm: stream " + strconv.Quote(e.Stream) + ": " + e.Op + ": " + trimPrefix(e.Err.Error())
+	return "hcomm: stream " + strconv.Quote(e.Stream) + ": " + e.Op + ": " + errs.TrimPrefix(e.Err.Error())
 }
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
-
-// trimPrefix drops the "hcomm: " of a wrapped sentinel.
-func trimPrefix(s string) string {
-	const p = "hcomm: "
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return s
-}
 
 // Ops is what a stream does with its operations of type C.
 type Ops[C any] struct {
@@ -321,16 +312,7 @@ func (s *Stream[C]) run() {
 		}
 		s.done++
 		if len(s.syncs) > 0 {
-			ws := s.syncs[:0]
-			for _, w := range s.syncs {
-				if w.gen <= s.done {
-					w.signal()
-				} else {
-					ws = append(ws, w)
-				}
-			}
-			clear(s.syncs[len(ws):])
-			s.syncs = ws
+			s.syncs = wake(s.syncs, s.done)
 		}
 		s.mu.Unlock()
 		if failed {
