@@ -56,7 +56,17 @@ type folder struct {
 	max    int         // the longest period tried (foldMax, less for a large state)
 	folds  int         // jumps made
 	folded int64       // steps of the reference jumped over
+	// Snapshots cost about as much as simulating a step: after
+	// foldTries of them in a row without a jump, the next backoff steps
+	// go without (backoff doubling each time, from foldTries·2).
+	tries    int
+	backoff  int32
+	skipTill int32
 }
+
+// foldTries is how many snapshots in a row folding takes before backing
+// off.
+const foldTries = 4 * foldMax
 
 // initFold prepares folding: which steps repeat the one before.
 func (m *machine) initFold() {
@@ -168,6 +178,15 @@ func (m *machine) maybeFold(t float64) {
 		clear(f.hist) // the next step differs: no steady state across it
 		return
 	}
+	if r0.step < f.skipTill {
+		return
+	}
+	if f.tries++; f.tries > foldTries {
+		f.backoff = max(2*foldTries, min(2*f.backoff, 1<<16))
+		f.skipTill, f.tries = r0.step+f.backoff, 0
+		clear(f.hist)
+		return
+	}
 	slot := int(r0.step) % len(f.hist)
 	s := f.hist[slot]
 	if s == nil {
@@ -227,6 +246,7 @@ func (m *machine) maybeFold(t float64) {
 		}
 		m.jump(J, int32(J)*int32(K), dt, d, di, s.chunks-a.chunks, s.events-a.events)
 		clear(f.hist)
+		f.tries, f.backoff = 0, 0
 		f.folds++
 		f.folded += J * int64(K)
 		return
