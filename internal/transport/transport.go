@@ -71,3 +71,36 @@ type SinkReceiver interface {
 type SinkPeers interface {
 	SinksTo(peer int) bool
 }
+
+// Group is implemented by transports that reach every rank of the
+// communicator through one shared segment and can run a small collective
+// there without point-to-point messages: every rank publishes its
+// contribution, stamped with its fingerprint, in a slot of its own and
+// reads the slots it needs, in one step for any number of ranks.
+//
+// GroupMax is the largest contribution in bytes a rank may publish (the
+// payload of AllReduce, Reduce and AllGather's per-rank block, Broadcast's
+// buffer); 0 means the transport cannot run group calls. GroupRun runs the
+// collective fp describes (fp.Coll: Barrier, AllReduce, Reduce, Broadcast
+// or AllGather; fp.Root; fp.DType and fp.Op for the reductions) with this
+// rank's input in and its result in out, which may alias as the
+// collective's in-place form allows. Every rank reduces the contributions
+// in rank order, so results are bitwise the same everywhere. A rank whose
+// call differs from a peer's fails with an *errs.MismatchError.
+//
+// Group calls on one transport must not run concurrently with each other;
+// they may run beside Send and Recv. They start without a context: d.Arm
+// supplies it when a wait outlasts its polling, so that a call that
+// completes at once pays for no deadline.
+type Group interface {
+	GroupMax() int
+	GroupRun(d Deferred, fp *wire.Fingerprint, in, out []byte) error
+}
+
+// Deferred supplies the context of a call whose caller arms its deadline
+// only when it is needed. Arm returns the context bounding the rest of the
+// call; a transport calls it at most once per call, from the calling
+// goroutine, before it first looks at a context.
+type Deferred interface {
+	Arm() context.Context
+}

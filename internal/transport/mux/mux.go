@@ -140,3 +140,13 @@ func (m *Mux) Close() error {
 
 // Route returns the transport that reaches peer (nil for this rank).
 func (m *Mux) Route(peer int) transport.Transport { return m.route[peer] }
+
+// Group returns the one transport that reaches every peer when it can run
+// group calls (transport.Group), else nil.
+func (m *Mux) Group() transport.Group {
+	if len(m.parts) != 1 {
+		return nil
+	}
+	g, _ := m.parts[0].(transport.Group)
+	return g
+}

@@ -22,7 +22,7 @@ import (
 // of the named block.
 const (
 	segMagic   = 0x4d48_535f_4d4d_4f43 // "COMM_SHM" read as little endian
-	segVersion = 2
+	segVersion = 3
 
 	pageSize = 4096
 	lineSize = 128 // two cache lines, so adjacent-line prefetch shares nothing
@@ -51,6 +51,16 @@ const (
 	rcProdWait = lineSize + 4
 	rcCMA      = 2 * lineSize
 	rcBroken   = 3 * lineSize
+
+	// Group area: one block per local rank (see group_linux.go).
+	grDone         = 0            // uint32: the last group call this rank finished
+	grSleepers     = lineSize     // uint32: processes asleep on this rank's words
+	grSlots        = 2 * lineSize // groupSlots slots of groupSlotBytes
+	groupSlots     = 8            // slots per rank, used round robin by sequence
+	groupHdr       = 32           // slot header: sequence, length, fingerprint
+	groupMax       = 1024         // largest contribution
+	groupSlotBytes = 1152         // header and payload, whole 128-byte lines
+	groupBlock     = 3 * pageSize // grSlots + groupSlots*groupSlotBytes, in whole pages
 
 	maxLocal     = 4096
 	maxSlotBytes = 1 << 30
@@ -97,7 +107,7 @@ func geometry(n, slotBytes, slots int) (ringStride, total int, err error) {
 	entries := roundUp(int64(entrySize)*int64(slots), pageSize)
 	data := roundUp(int64(slotBytes)*int64(slots), pageSize)
 	stride := pageSize + entries + data
-	size := int64(pageSize) + int64(n)*pageSize + int64(n)*int64(n-1)*stride
+	size := int64(pageSize) + int64(n)*(pageSize+groupBlock) + int64(n)*int64(n-1)*stride
 	if size > maxSegment {
 		return 0, 0, fmt.Errorf("segment of %d bytes too large", size)
 	}
@@ -120,7 +130,13 @@ func (s *segment) ringOffset(i, j int) int {
 	if j > i {
 		k--
 	}
-	return pageSize + s.n*pageSize + k*stride
+	return pageSize + s.n*(pageSize+groupBlock) + k*stride
+}
+
+// groupOffset returns the offset of local rank i's block of the group
+// area.
+func (s *segment) groupOffset(i int) int {
+	return pageSize + s.n*pageSize + i*groupBlock
 }
 
 // attached returns the attachment counter.

@@ -72,6 +72,8 @@ type Transport struct {
 	mu      sync.RWMutex
 	closed  atomic.Bool
 	aborted atomic.Pointer[abortError]
+
+	grp *group // group calls; nil unless every rank is on this host
 }
 
 // abortError is what calls return after a local Abort.
@@ -203,6 +205,9 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		p.out = seg.ring(t.me, j)
 		p.in = seg.ring(j, t.me)
 		t.peers[r] = p
+	}
+	if n == t.size {
+		t.grp = &group{n: n}
 	}
 	t.log.Debug("shm: transport ready", "local_ranks", n, "slot_bytes", seg.slotBytes,
 		"slots", seg.slots, "cma_threshold", t.cmaThreshold)
@@ -860,6 +865,7 @@ func (t *Transport) wakeAll() {
 		futexWakeAll(pe.in.head)
 		futexWakeAll(pe.in.tail)
 	}
+	t.groupWakeAll()
 }
 
 // Close marks this rank as departed, makes pending calls return

@@ -1,0 +1,405 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/spin"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Group calls (transport.Group) run small collectives without messages
+// when every rank of the communicator is on this host. Each local rank owns
+// a block of the segment's group area: its "done" word on one 128-byte
+// line, a sleeper count on the next, then groupSlots slots. A call with
+// sequence number s uses slot s mod groupSlots of every rank. A slot is
+//
+//	 0  uint32 the call's sequence number (low 32 bits), written last
+//	 4  uint32 payload length
+//	 8  uint8  Coll, uint8 DType, uint8 Op, uint8 reserved
+//	12  int32  Root
+//	16  int64  Count
+//	24  8 bytes reserved
+//	32  the payload, up to groupMax bytes
+//
+// so the sequence word, the fingerprint and the first 32 bytes of payload
+// share one cache line: a reader polling the word receives a small
+// contribution with the same line transfer. Each rank writes its own slot
+// (its fingerprint always, its payload when it contributes one), stores
+// the sequence word, and reads the slots it needs — every rank's for
+// AllReduce, AllGather and Barrier, the root's for Broadcast, every rank's
+// at the root of Reduce — checking each slot's fingerprint and length
+// against its own call. Then it stores s in its done word.
+//
+// A rank may write slot s mod groupSlots again (for call s+groupSlots)
+// only once every other rank's done word has reached the call last
+// written there: readers never see a slot change under them, and a root
+// that only writes (Broadcast, Reduce's non-roots) runs up to
+// groupSlots-1 calls ahead. The writer keeps the least done word it last
+// read and reads the others' words again only when that is not enough.
+//
+// Waits are those of the rings: polling, then yielding, then a futex
+// sleep on the word awaited, counted in its owner's sleeper word so that
+// the owner issues FUTEX_WAKE only when someone sleeps. Before its first
+// sleep a call asks its caller for the context (transport.Deferred), and
+// then, like a ring wait, stops for a cancelled or expired context, a
+// local Abort or Close, a peer's abort or departure, or a peer process
+// that no longer exists.
+
+// The group area must fit its block.
+var _ [groupBlock - grSlots - groupSlots*groupSlotBytes]struct{}
+var _ [groupSlotBytes - groupHdr - groupMax]struct{}
+
+// group is the group-call state of a transport whose communicator is all
+// local; calls are serialized by the caller.
+type group struct {
+	n     int
+	last  [groupSlots]uint32 // the sequence number last written in each of this rank's slots
+	least uint32             // no other rank's done word is below this
+	ctx   context.Context    // the call's context once armed, else nil
+	ts    unix.Timespec
+	pfd   [1]unix.PollFd
+}
+
+// GroupMax returns the largest contribution a group call takes: groupMax
+// when every rank of the communicator is on this host, else 0.
+func (t *Transport) GroupMax() int {
+	if t.grp == nil {
+		return 0
+	}
+	return groupMax
+}
+
+func (t *Transport) grWord(q, off int) *uint32 { return t.seg.u32(t.seg.groupOffset(q) + off) }
+
+func (t *Transport) grSlot(q int, s uint32) []byte {
+	off := t.seg.groupOffset(q) + grSlots + int(s%groupSlots)*groupSlotBytes
+	return t.seg.mem[off : off+groupSlotBytes : off+groupSlotBytes]
+}
+
+// GroupRun runs one small collective in the group area
+// (transport.Group).
+func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out []byte) error {
+	g := t.grp
+	if g == nil || fp == nil {
+		return fmt.Errorf("shm transport: group call without a host-wide segment: %w", errs.ErrInvalidArgument)
+	}
+	root := int(fp.Root)
+	var mine []byte // what this rank publishes
+	switch fp.Coll {
+	case sched.Barrier:
+	case sched.AllReduce, sched.Reduce, sched.AllGather:
+		mine = in
+	case sched.Broadcast:
+		if t.me == root {
+			mine = out
+		}
+	default:
+		return fmt.Errorf("shm transport: no group form of %v: %w", fp.Coll, errs.ErrInvalidArgument)
+	}
+	if len(mine) > groupMax || len(in) > groupMax || root < 0 || root >= g.n {
+		return fmt.Errorf("shm transport: group call of %d bytes, root %d: %w", max(len(mine), len(in)), root, errs.ErrInvalidArgument)
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed.Load() {
+		return errClosed
+	}
+	if e := t.aborted.Load(); e != nil {
+		return e
+	}
+	g.ctx = nil
+	s := uint32(fp.Seq)
+	if err := t.grPublish(d, fp, s, mine); err != nil {
+		return err
+	}
+	var err error
+	switch fp.Coll {
+	case sched.Barrier:
+		for q := range g.n {
+			if q != t.me {
+				if _, err = t.grRead(d, fp, q, s, 0); err != nil {
+					return err
+				}
+			}
+		}
+	case sched.AllReduce:
+		err = t.grReduce(d, fp, s, len(in), out)
+	case sched.Reduce:
+		if t.me == root {
+			err = t.grReduce(d, fp, s, len(in), out)
+		}
+	case sched.AllGather:
+		for q := range g.n {
+			p := t.grSlot(t.me, s)[groupHdr : groupHdr+len(in)]
+			if q != t.me {
+				if p, err = t.grRead(d, fp, q, s, len(in)); err != nil {
+					return err
+				}
+			}
+			copy(out[q*len(in):], p)
+		}
+	case sched.Broadcast:
+		if t.me != root {
+			var p []byte
+			if p, err = t.grRead(d, fp, root, s, len(out)); err == nil {
+				copy(out, p)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	done := t.grWord(t.me, grDone)
+	atomic.StoreUint32(done, s)
+	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
+		futexWakeAll(done)
+	}
+	return nil
+}
+
+// grReduce reduces every rank's n-byte contribution of call s into out,
+// in rank order (a group has at least two ranks).
+func (t *Transport) grReduce(d transport.Deferred, fp *wire.Fingerprint, s uint32, n int, out []byte) error {
+	var acc []byte
+	for q := range t.grp.n {
+		p := t.grSlot(t.me, s)[groupHdr : groupHdr+n]
+		if q != t.me {
+			var err error
+			if p, err = t.grRead(d, fp, q, s, n); err != nil {
+				return err
+			}
+		}
+		if acc == nil {
+			acc = p
+			continue
+		}
+		reduce.Apply(fp.DType, fp.Op, out[:n], acc, p)
+		acc = out[:n]
+	}
+	return nil
+}
+
+// grPublish writes this rank's slot of call s: fingerprint, payload, then
+// the sequence word. It first waits, if it must, until every other rank
+// is done with the call that last used the slot.
+func (t *Transport) grPublish(d transport.Deferred, fp *wire.Fingerprint, s uint32, p []byte) error {
+	g := t.grp
+	i := s % groupSlots
+	if w := g.last[i]; int32(g.least-w) < 0 {
+		for {
+			least, lag := s, -1
+			for q := range g.n {
+				if q == t.me {
+					continue
+				}
+				if v := atomic.LoadUint32(t.grWord(q, grDone)); int32(v-least) < 0 {
+					least, lag = v, q
+				}
+			}
+			g.least = least
+			if int32(least-w) >= 0 {
+				break
+			}
+			if err := t.grAwait(d, lag, t.grWord(lag, grDone), w, false); err != nil {
+				return err
+			}
+		}
+	}
+	b := t.grSlot(t.me, s)
+	binary.LittleEndian.PutUint32(b[4:], uint32(len(p)))
+	b[8], b[9], b[10], b[11] = byte(fp.Coll), byte(fp.DType), byte(fp.Op), 0
+	binary.LittleEndian.PutUint32(b[12:], uint32(fp.Root))
+	binary.LittleEndian.PutUint64(b[16:], uint64(fp.Count))
+	copy(b[groupHdr:], p)
+	word := t.grWord(t.me, grSlots+int(i)*groupSlotBytes)
+	atomic.StoreUint32(word, s)
+	g.last[i] = s
+	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
+		futexWakeAll(word)
+	}
+	return nil
+}
+
+// grRead waits for local rank q's slot of call s, checks its fingerprint
+// and length (n bytes) against this rank's call, and returns its payload.
+func (t *Transport) grRead(d transport.Deferred, fp *wire.Fingerprint, q int, s uint32, n int) ([]byte, error) {
+	b := t.grSlot(q, s)
+	word := t.grWord(q, grSlots+int(s%groupSlots)*groupSlotBytes)
+	if atomic.LoadUint32(word) != s {
+		if err := t.grAwait(d, q, word, s, true); err != nil {
+			return nil, err
+		}
+	}
+	got := uint64(binary.LittleEndian.Uint32(b[4:]))
+	remote := wire.Fingerprint{Seq: fp.Seq, Coll: sched.Coll(b[8]), DType: reduce.DType(b[9]), Op: reduce.Op(b[10]),
+		Root: int32(binary.LittleEndian.Uint32(b[12:])), Count: int64(binary.LittleEndian.Uint64(b[16:]))}
+	if remote != *fp || got != uint64(n) {
+		return nil, mismatch(t.local[q], fp, &remote, got, n)
+	}
+	return b[groupHdr : groupHdr+n], nil
+}
+
+// grAwait waits until *word, owned by local rank q, equals want (eq: a
+// slot's sequence word) or has reached it in serial-number order (!eq: a
+// done word).
+func (t *Transport) grAwait(d transport.Deferred, q int, word *uint32, want uint32, eq bool) error {
+	var start time.Time
+	yield, limit := t.oversubscribed, spinFor
+	if yield {
+		limit = yieldFor
+	}
+	for i := 0; ; i++ {
+		if grReached(atomic.LoadUint32(word), want, eq) {
+			return nil
+		}
+		if i%32 == 31 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if dt := time.Since(start); dt > limit {
+				break
+			} else {
+				yield = yield || dt > pollFor
+			}
+		}
+		if yield {
+			runtime.Gosched()
+			if t.oversubscribed {
+				spin.YieldCPU()
+			}
+		}
+	}
+	g := t.grp
+	if g.ctx == nil {
+		g.ctx = d.Arm()
+	}
+	ctx := g.ctx
+	sleepers := t.grWord(q, grSleepers)
+	start = time.Time{}
+	for {
+		v := atomic.LoadUint32(word)
+		if grReached(v, want, eq) {
+			return nil
+		}
+		if err := t.grStop(ctx, q, want, eq); err != nil {
+			return err
+		}
+		dl := sleepTick
+		if ddl, has := ctx.Deadline(); has {
+			dl = min(dl, time.Until(ddl))
+			if dl <= 0 {
+				return t.grCtxError(ctx, q, context.DeadlineExceeded)
+			}
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) >= livenessAfter {
+			if j := t.grDead(want, eq); j >= 0 {
+				return &errs.PeerError{Peer: t.local[j], Kind: errs.ErrPeerLost, Cause: errGone}
+			}
+		}
+		atomic.AddUint32(sleepers, 1)
+		if atomic.LoadUint32(word) == v {
+			futexSleep(word, v, dl, &g.ts)
+		}
+		atomic.AddUint32(sleepers, ^uint32(0))
+	}
+}
+
+func grReached(v, want uint32, eq bool) bool {
+	return v == want || (!eq && int32(v-want) >= 0)
+}
+
+// grMissing reports whether local rank j has not yet reached what this
+// rank awaits: its slot of call want (eq), or its done word at want.
+func (t *Transport) grMissing(j int, want uint32, eq bool) bool {
+	if eq {
+		return atomic.LoadUint32(t.grWord(j, grSlots+int(want%groupSlots)*groupSlotBytes)) != want
+	}
+	return !grReached(atomic.LoadUint32(t.grWord(j, grDone)), want, false)
+}
+
+// grStop returns why a group wait on local rank q must stop, or nil: a
+// local Close or Abort, the context, any local rank's abort, or the
+// departure of a rank that has not reached what this rank awaits (a rank
+// that published its part and then closed is no reason).
+func (t *Transport) grStop(ctx context.Context, q int, want uint32, eq bool) error {
+	if t.closed.Load() {
+		return errClosed
+	}
+	if e := t.aborted.Load(); e != nil {
+		return e
+	}
+	if err := ctx.Err(); err != nil {
+		return t.grCtxError(ctx, q, err)
+	}
+	for j := range t.grp.n {
+		if j == t.me {
+			continue
+		}
+		st := atomic.LoadUint32(t.seg.state(j))
+		if st&stateAborted != 0 {
+			return &errs.PeerError{Peer: t.local[j], Kind: errs.ErrAborted, Cause: errors.New(t.seg.reason(j))}
+		}
+		if st&stateDeparted != 0 && t.grMissing(j, want, eq) {
+			return &errs.PeerError{Peer: t.local[j], Kind: errs.ErrPeerLost, Cause: errDeparted}
+		}
+	}
+	return nil
+}
+
+func (t *Transport) grCtxError(ctx context.Context, q int, err error) error {
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("shm transport: waiting on rank %d: %w (%w)", t.local[q], err, cause)
+	}
+	return fmt.Errorf("shm transport: waiting on rank %d: %w", t.local[q], err)
+}
+
+// grDead returns a local rank that has not reached what this rank awaits
+// and whose process no longer runs, or -1. Every such rank is checked, not
+// only the one waited on: a rank waiting on a live but idle peer must
+// still notice that a third one died.
+func (t *Transport) grDead(want uint32, eq bool) int {
+	for j := range t.grp.n {
+		if j == t.me || !t.grMissing(j, want, eq) {
+			continue
+		}
+		pe := t.peers[t.local[j]]
+		alive := true
+		if pe.pidfd >= 0 {
+			t.grp.pfd[0] = unix.PollFd{Fd: int32(pe.pidfd), Events: unix.POLLIN}
+			n, err := unix.Poll(t.grp.pfd[:], 0)
+			alive = err != nil || n == 0
+		} else {
+			alive = unix.Kill(pe.pid, 0) != unix.ESRCH
+		}
+		if !alive {
+			return j
+		}
+	}
+	return -1
+}
+
+// groupWakeAll wakes every process asleep on a word of the group area.
+func (t *Transport) groupWakeAll() {
+	if t.grp == nil {
+		return
+	}
+	for q := range t.grp.n {
+		futexWakeAll(t.grWord(q, grDone))
+		for i := range groupSlots {
+			futexWakeAll(t.grWord(q, grSlots+i*groupSlotBytes))
+		}
+	}
+}
