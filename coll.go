@@ -8,6 +8,7 @@ import (
 	"math"
 	rtrace "runtime/trace"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/reduce"
@@ -57,11 +58,14 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 		k.dt = reduce.Uint8
 	}
 	es := k.dt.Size()
+	group := c.groupFits(k)
 	var prog *sched.Program
 	var err error
-	if k.spec != nil {
+	switch {
+	case group:
+	case k.spec != nil:
 		prog, err = c.pl.Program(*k.spec, es)
-	} else {
+	default:
 		prog, err = c.pl.Uniform(k.coll, k.count, k.root, k.inPlace, es)
 	}
 	if err != nil {
@@ -69,49 +73,98 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.run1Locked(parent, k, prog, group)
+}
+
+// run1Locked runs a checked call under c.mu. It has no defers and one
+// exit after the call starts, which keeps the per-call cost of a small
+// collective down.
+func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, group bool) error {
 	if err := c.usable(); err != nil {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
 	}
 	c.seq++
+	algo := groupAlgo
+	if !group {
+		algo = prog.Algo
+	}
 	if c.debug {
-		c.logOp(k, prog)
+		c.logOp(k, algo)
 	}
 	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.dt, Op: k.op,
 		Root: int32(k.root), Count: k.digest}
 	fp := &c.fp
-	now := c.clock.Now()
-	ctx, end := c.boundCtx(parent, now)
-	defer end()
-	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: ctx, fp: fp}
+	// A group call reads the clock once, at its end, unless it waits
+	// (groupArm) or is observed; the recorder takes its start as its end.
+	var now time.Time
+	observed := c.set.observer != nil || rtrace.IsEnabled()
+	if !group || observed {
+		now = c.clock.Now()
+	}
+	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: parent, fp: fp, start: now}
 	slot := c.rec.Begin(k.name, fp, now)
+	c.grp.slot = slot
 	var ev OpEvent
 	var region *rtrace.Region
-	observed := c.set.observer != nil || rtrace.IsEnabled()
 	if observed {
-		ev, region = c.observe(ctx, k, prog, now)
+		ev, region = c.observe(parent, k, prog, now)
 	}
-	if c.size > 1 {
-		c.stall.Begin(k.name, fp, now)
-	}
-	if c.zeroCopy(k) {
-		err = c.runZeroCopy(ctx, prog, fp, k)
-	} else {
-		err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
-	}
-	if c.size > 1 {
-		c.stall.End()
-	}
-	if err != nil {
-		oe := c.runErr(&c.cur, err)
-		c.rec.End(slot, oe)
-		if observed {
-			c.observeEnd(&ev, region, oe)
+	// end ends the call's deadline once a failure has been reported (the
+	// report reads the deadline's state).
+	var end func()
+	var err error
+	if group {
+		// The deadline and the stall check are armed only if a wait
+		// outlasts the transport's polling.
+		err = c.grp.g.GroupRun(c.grp.arm, fp, k.in, k.out)
+		if c.grp.armed {
+			c.stall.End()
+			end = c.groupDisarm
 		}
-		return oe
+	} else {
+		var ctx context.Context
+		ctx, end = c.boundCtx(parent, now)
+		c.cur.ctx = ctx
+		if c.size > 1 {
+			c.stall.Begin(k.name, fp, now)
+		}
+		if c.zeroCopy(k) {
+			err = c.runZeroCopy(ctx, prog, fp, k)
+		} else {
+			err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
+		}
+		if c.size > 1 {
+			c.stall.End()
+		}
 	}
-	c.rec.End(slot, nil)
+	var oe *OpError
+	if err != nil {
+		oe = c.runErr(&c.cur, err)
+	}
+	switch {
+	case !group:
+		if oe != nil {
+			c.rec.End(slot, oe)
+		} else {
+			c.rec.End(slot, nil)
+		}
+	case oe != nil:
+		c.rec.EndAt(slot, oe, c.clock.Now())
+	default:
+		c.rec.EndAt(slot, nil, c.clock.Now())
+	}
 	if observed {
-		c.observeEnd(&ev, region, nil)
+		if oe != nil {
+			c.observeEnd(&ev, region, oe)
+		} else {
+			c.observeEnd(&ev, region, nil)
+		}
+	}
+	if end != nil {
+		end()
+	}
+	if oe != nil {
+		return oe
 	}
 	if k.op == reduce.Avg && len(k.avg) > 0 {
 		reduce.DivN(k.dt, k.avg, c.size)

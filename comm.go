@@ -82,6 +82,7 @@ type Comm struct {
 	windows   map[*Window]struct{} // open windows, released by Close
 	reg       registry             // registered memory (Alloc), released by Close
 
+	grp   groupState   // small collectives as group calls of the transport
 	stall stall.Check  // compares calls across ranks when a collective stalls
 	group *stall.Group // NewLocal's communicators, for the stall check; nil in a job
 
@@ -96,7 +97,8 @@ type current struct {
 	seq         uint64
 	parent, ctx context.Context
 	fp          *wire.Fingerprint
-	peer        int // the peer of a Send or Recv
+	peer        int       // the peer of a Send or Recv
+	start       time.Time // when it started
 }
 
 const (
@@ -144,6 +146,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	c.ex.Timed = set.observer != nil // OpEvent.Wait
 	c.octxEnd = c.octx.End
 	c.stall.Init((*stallView)(c))
+	c.initGroup(t)
 	c.members = make([]int, size)
 	for i := range c.members {
 		c.members[i] = i

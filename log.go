@@ -3,8 +3,6 @@ package hcomm
 import (
 	"context"
 	"log/slog"
-
-	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
 // Logging: Init's banner and progress lines are internal/boot's (INFO);
@@ -16,10 +14,13 @@ import (
 // c.debug is set (the level is checked once, at newComm), so a
 // communicator not logging at DEBUG pays one branch per collective. c.mu
 // is held.
-func (c *Comm) logOp(k *call, prog *sched.Program) {
+func (c *Comm) logOp(k *call, algo string) {
 	why := "cheapest under the cost model"
+	if algo == groupAlgo {
+		why = "small, every rank on this host: slots in the shared segment"
+	}
 	if name, ok := c.set.overrides[k.coll]; ok {
-		if name == prog.Algo {
+		if name == algo {
 			why = "forced (HCOMM_ALGO / Config.Algo)"
 		} else {
 			why = "the forced " + name + " cannot serve this call; cheapest under the cost model"
@@ -29,5 +30,5 @@ func (c *Comm) logOp(k *call, prog *sched.Program) {
 	c.set.log.LogAttrs(context.Background(), slog.LevelDebug, "hcomm: op",
 		slog.String("comm", c.id), slog.Int("rank", c.rank), slog.Uint64("seq", c.seq),
 		slog.String("op", k.name), slog.String("dtype", k.dt.String()), slog.Int("bytes", n),
-		slog.String("algo", prog.Algo), slog.String("why", why))
+		slog.String("algo", algo), slog.String("why", why))
 }

@@ -65,7 +65,10 @@ func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start 
 	var ev OpEvent
 	if o := c.set.observer; o != nil {
 		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.dt),
-			Bytes: max(len(k.in), len(k.out)), Algo: prog.Algo, Chunks: c.ex.Chunks(prog, k.dt.Size()), Start: start}
+			Bytes: max(len(k.in), len(k.out)), Algo: groupAlgo, Start: start}
+		if prog != nil { // nil: a group call (group.go), no chunks
+			ev.Algo, ev.Chunks = prog.Algo, c.ex.Chunks(prog, k.dt.Size())
+		}
 		if o.OpStart != nil {
 			o.OpStart(ev)
 		}
@@ -84,7 +87,7 @@ func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
 	}
 	if o := c.set.observer; o != nil && o.OpEnd != nil {
 		ev.Duration, ev.Err = c.clock.Now().Sub(ev.Start), err
-		if t, ok := c.ex.FirstRecv(); ok {
+		if t, ok := c.ex.FirstRecv(); ok && ev.Algo != groupAlgo {
 			ev.Wait = max(t.Sub(ev.Start), 0)
 		}
 		o.OpEnd(*ev)

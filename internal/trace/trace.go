@@ -107,6 +107,15 @@ func (r *Recorder) BeginP2P(name string, fp *wire.Fingerprint, peer int, start t
 	return slot
 }
 
+// Started sets the start of the operation in slot, begun with a zero
+// start: an operation that usually completes within microseconds (a small
+// collective) records when it started only once it has waited longer.
+func (r *Recorder) Started(slot int, start time.Time) {
+	r.mu.Lock()
+	r.ring[slot].Start = start
+	r.mu.Unlock()
+}
+
 // Call renders an entry's call, e.g. "AllReduce(float32, 1024, sum)".
 func (e *Entry) Call() string {
 	s := e.FP.String()
@@ -126,7 +135,23 @@ func (r *Recorder) End(slot int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := &r.ring[slot]
-	e.End = e.Start.Add(time.Since(e.Start))
+	r.end(e, e.Start.Add(time.Since(e.Start)), err)
+}
+
+// EndAt records how the operation in slot ended, and when; an operation
+// begun with a zero start (see Started) is recorded as starting then too.
+func (r *Recorder) EndAt(slot int, err error, end time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := &r.ring[slot]
+	if e.Start.IsZero() {
+		e.Start = end
+	}
+	r.end(e, end, err)
+}
+
+func (r *Recorder) end(e *Entry, end time.Time, err error) {
+	e.End = end
 	if err != nil {
 		e.State = Failed
 		e.Err = err.Error()
@@ -192,7 +217,9 @@ func (r *Recorder) Snapshot() Snapshot {
 		if e.State != Running {
 			since = e.End
 		}
-		s.ForMS = time.Since(since).Milliseconds()
+		if !since.IsZero() { // zero: begun without a start, microseconds ago
+			s.ForMS = time.Since(since).Milliseconds()
+		}
 	}
 	for i := max(r.next-Size, 0); i < r.next; i++ {
 		if e := &r.ring[i%Size]; e.FP.Coll == wire.CollSendRecv && e.State == Running {

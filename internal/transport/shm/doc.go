@@ -20,7 +20,9 @@
 //
 // The segment starts with a header page (magic, version, geometry, creator
 // pid, attachment counter), followed by one page per local rank (pid, state
-// flags, abort reason) and one ring per ordered pair of local ranks. A ring
+// flags, abort reason), the group area (three pages per local rank: slots
+// for small collectives run without messages, see [Transport.GroupRun])
+// and one ring per ordered pair of local ranks. A ring
 // is a control page, Slots entries of 128 bytes and Slots slots of
 // SlotBytes bytes; ring position i uses entry and slot i mod Slots. The
 // control page keeps the producer's counter (head) and the consumer's

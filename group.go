@@ -1,0 +1,92 @@
+package hcomm
+
+import (
+	"context"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
+)
+
+// Small collectives of a communicator whose ranks all share one host run
+// as group calls of the shared-memory transport (transport.Group): every
+// rank publishes its contribution and fingerprint in its own slot of the
+// segment and reads the others', in one step, with no program, planner or
+// executor. Which calls qualify depends only on what every rank knows
+// alike (the collective, the element count and size, the communicator's
+// transports and HCOMM_ALGO), so all ranks take the same path. A
+// collective forced to an algorithm by HCOMM_ALGO keeps its schedule.
+//
+// The call's deadline and stall check are armed only if a wait outlasts
+// the transport's polling (groupArm), so a call that completes at once
+// pays for neither.
+
+// groupColls are the collectives with a group form.
+var groupColls = [...]sched.Coll{sched.Barrier, sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather}
+
+// groupAlgo names the group path where an algorithm is reported.
+const groupAlgo = "shm-slots"
+
+// groupState is a communicator's group-call setup.
+type groupState struct {
+	g     transport.Group // nil: no group calls
+	max   int             // bytes
+	colls [sched.Barrier + 1]bool
+	slot  int      // the running call's flight-recorder slot
+	armed bool     // the running call's deadline and stall check are armed
+	end   func()   // ends the armed deadline
+	arm   groupArm // c, as the transport.Deferred of its calls
+}
+
+// initGroup finds out whether t runs group calls for every rank.
+func (c *Comm) initGroup(t transport.Transport) {
+	var g transport.Group
+	switch x := t.(type) {
+	case interface{ Group() transport.Group }:
+		g = x.Group()
+	case transport.Group:
+		g = x
+	}
+	if g == nil || c.size < 2 || g.GroupMax() <= 0 {
+		return
+	}
+	c.grp.g, c.grp.max = g, g.GroupMax()
+	for _, k := range groupColls {
+		if _, forced := c.set.overrides[k]; !forced {
+			c.grp.colls[k] = true
+		}
+	}
+	c.grp.arm = groupArm{c}
+}
+
+// groupFits reports whether k runs as a group call.
+func (c *Comm) groupFits(k *call) bool {
+	return c.grp.g != nil && k.spec == nil && int(k.coll) < len(c.grp.colls) && c.grp.colls[k.coll] &&
+		k.count <= c.grp.max/k.dt.Size()
+}
+
+// groupArm arms a group call's deadline and stall check when the transport
+// asks for its context. It runs under c.mu, on the caller's goroutine.
+type groupArm struct{ c *Comm }
+
+func (a groupArm) Arm() context.Context {
+	c := a.c
+	if c.cur.start.IsZero() {
+		// Unobserved calls start without reading the clock; polling took
+		// microseconds.
+		c.cur.start = c.clock.Now()
+		c.rec.Started(c.grp.slot, c.cur.start)
+	}
+	ctx, end := c.boundCtx(c.cur.parent, c.cur.start)
+	c.cur.ctx = ctx
+	c.grp.armed, c.grp.end = true, end
+	c.stall.Begin(c.cur.name, c.cur.fp, c.cur.start)
+	return ctx
+}
+
+// groupDisarm ends the deadline groupArm armed, once the call's failure,
+// if any, has been reported (the report reads the deadline's state).
+func (c *Comm) groupDisarm() {
+	c.grp.armed = false
+	c.grp.end()
+	c.grp.end = nil
+}

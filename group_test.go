@@ -1,0 +1,113 @@
+package hcomm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// nopGroup is a transport.Group that completes every call at once, so that
+// what remains is the root package's own per-call path.
+type nopGroup struct{ calls int }
+
+func (g *nopGroup) GroupMax() int { return 1024 }
+
+func (g *nopGroup) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out []byte) error {
+	g.calls++
+	copy(out, in)
+	return nil
+}
+
+// groupComm returns rank 0 of a NewLocal pair whose collectives go to a
+// nopGroup.
+func groupComm(tb testing.TB, cfg *Config) (*Comm, *nopGroup) {
+	comms, err := NewLocal(context.Background(), 2, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	g := &nopGroup{}
+	c := comms[0]
+	c.initGroup(struct {
+		transport.Transport
+		transport.Group
+	}{c.t, g})
+	return c, g
+}
+
+// TestGroupPath: small calls of the group collectives take the group path
+// and allocate nothing; larger ones, the other collectives and collectives
+// forced to an algorithm by HCOMM_ALGO do not.
+func TestGroupPath(t *testing.T) {
+	ctx := context.Background()
+	c, g := groupComm(t, nil)
+	small := make([]float32, 256)
+	out := make([]float32, 512)
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"AllReduce 1 KiB", func() error { return AllReduce(ctx, c, small, out[:256], Sum) }},
+		{"Barrier", func() error { return c.Barrier(ctx) }},
+		{"Broadcast 1 KiB", func() error { return Broadcast(ctx, c, small, 1) }},
+		{"Reduce", func() error { return Reduce(ctx, c, small, out[:256], Max, 0) }},
+		{"AllGather 1 KiB per rank", func() error { return AllGather(ctx, c, small, out) }},
+	} {
+		before := g.calls
+		if err := tc.call(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := g.calls - before; got != 1 {
+			t.Errorf("%s: %d group calls, want 1", tc.name, got)
+		}
+		if n := testing.AllocsPerRun(50, func() { tc.call() }); n != 0 {
+			t.Errorf("%s allocates %.1f times per call", tc.name, n)
+		}
+	}
+	for _, k := range []call{
+		{coll: sched.AllReduce, count: 257, dt: reduce.Float32},
+		{coll: sched.AllGather, count: 1025, dt: reduce.Uint8},
+		{coll: sched.AllToAll, count: 1, dt: reduce.Uint8},
+		{coll: sched.ReduceScatter, count: 1, dt: reduce.Uint8},
+		{coll: sched.Gather, count: 1, dt: reduce.Uint8},
+		{coll: sched.AllGather, count: 1, spec: &sched.Spec{}, dt: reduce.Uint8},
+	} {
+		if c.groupFits(&k) {
+			t.Errorf("%v of %d elements (spec %v) takes the group path", k.coll, k.count, k.spec != nil)
+		}
+	}
+	forced, _ := groupComm(t, &Config{Algo: "allreduce=ring"})
+	if k := (call{coll: sched.AllReduce, count: 2, dt: reduce.Uint8}); forced.groupFits(&k) {
+		t.Error("an AllReduce forced to ring takes the group path")
+	}
+	if k := (call{coll: sched.Barrier, dt: reduce.Uint8}); !forced.groupFits(&k) {
+		t.Error("a Barrier beside an AllReduce forced to ring does not take the group path")
+	}
+}
+
+// BenchmarkGroupCallPath measures the root package's own cost of a small
+// AllReduce on the group path: everything but the transport's work. On a
+// loaded machine, cpu-ns/op (the process's CPU time per call) is steadier
+// than ns/op.
+func BenchmarkGroupCallPath(b *testing.B) {
+	ctx := context.Background()
+	c, _ := groupComm(b, &Config{Timeout: time.Minute})
+	in, out := make([]float32, 2), make([]float32, 2)
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := AllReduce(ctx, c, in, out, Sum); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
