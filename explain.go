@@ -76,6 +76,12 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 		}
 		x.Candidates = append(x.Candidates, pc)
 	}
+	if k := (call{coll: coll, count: count, dt: dt.internal()}); c.groupFits(&k) {
+		// The call runs without a schedule (group.go); the planner's
+		// pick is what a larger call would run.
+		x.Algo, x.Forced = groupAlgo, false
+		x.Reason = "every rank on this host and a small contribution: a group call through slots in the shared segment, no schedule"
+	}
 	return x, nil
 }
 
