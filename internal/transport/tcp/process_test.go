@@ -175,19 +175,18 @@ func TestProcessKilledPeer(t *testing.T) {
 		if err := tr.Connect(ctx, []int{1}); err != nil {
 			t.Fatal(err)
 		}
-		killedAt := make(chan time.Time, 1)
-		go func() {
-			time.Sleep(300 * time.Millisecond)
-			killedAt <- time.Now()
-			p.cmd.Process.Signal(syscall.SIGKILL)
-		}()
 		big := make([]byte, 64<<20)
 		fp := fpFor(1, len(big))
-		err := tr.Send(ctx, 1, &fp, big)
+		sent := make(chan error, 1)
+		go func() { sent <- tr.Send(ctx, 1, &fp, big) }()
+		awaitCall(t, tr, 1, true) // the Send is under way (it cannot finish: rank 1 reads nothing)
+		killedAt := time.Now()
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		err := <-sent
 		if !errors.Is(err, errs.ErrPeerLost) {
 			t.Fatalf("Send to a killed rank: %v, want ErrPeerLost", err)
 		}
-		if d := time.Since(<-killedAt); d > time.Second {
+		if d := time.Since(killedAt); d > time.Second {
 			t.Errorf("took %v to notice the killed rank", d)
 		}
 	})
