@@ -290,7 +290,11 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 	default:
 		err = relayed(c.whyLost(err))
 	}
-	return &OpError{Op: cur.name, Rank: c.rank, Peer: peerOf(err), Seq: cur.seq, Err: err}
+	peer := peerOf(err)
+	if peer < 0 && cur.fp != nil && cur.fp.Coll == wire.CollSendRecv && errors.Is(err, ErrTimeout) {
+		peer = cur.peer // a Send or Recv timed out waiting for this peer
+	}
+	return &OpError{Op: cur.name, Rank: c.rank, Peer: peer, Seq: cur.seq, Err: err}
 }
 
 // configuredTimeoutFired reports whether the communicator's timeout, not
