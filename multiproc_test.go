@@ -74,6 +74,8 @@ func TestRankProcess(t *testing.T) {
 		rankMismatch(t, c)
 	case "p2pstuck":
 		rankP2PStuck(t, c)
+	case "script":
+		rankScript(t, c)
 	case "hostile":
 		rankHostile(t, c)
 	case "topo":

@@ -438,6 +438,12 @@ type recorder interface {
 	blockedOn() (*Event, uint64) // the event the stream waits for, nil if none
 }
 
+// Waiting reports whether the stream's goroutine is waiting for an event.
+func (s *Stream[C]) Waiting() bool {
+	e, _ := s.blockedOn()
+	return e != nil
+}
+
 func (s *Stream[C]) blockedOn() (*Event, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
