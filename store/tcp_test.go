@@ -324,7 +324,19 @@ func TestServerGoneWhileWaiting(t *testing.T) {
 	for range waiters {
 		go func() { _, err := c.Get(ctx, "never"); errc <- err }()
 	}
-	time.Sleep(30 * time.Millisecond)
+	// Close once the server holds all three Gets parked.
+	for deadline := time.Now().Add(time.Minute); ; {
+		srv.mu.Lock()
+		n := len(srv.waiters["never"])
+		srv.mu.Unlock()
+		if n == waiters {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server holds %d of %d Gets", n, waiters)
+		}
+		time.Sleep(time.Millisecond) // polls a condition; acts only once it holds
+	}
 	start := time.Now()
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
