@@ -477,3 +477,57 @@ func FuzzZeroCopyRecord(f *testing.F) {
 		}
 	})
 }
+
+// Blocks of reduce.StreamMin and more are written around the caches; the
+// results are the same.
+func TestAllocLarge(t *testing.T) {
+	ctx := context.Background()
+	comms, err := NewLocal(ctx, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const m = 1 << 21 // float32s per rank: 8 MiB
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Go(func() {
+			me := c.Rank()
+			b, err := c.Alloc(ctx, 4*4*m)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			x := f32(b.Bytes())
+			s, r := x[:m], x[2*m:4*m]
+			for i := range s {
+				s[i] = float32(me + i%1000)
+			}
+			if err := AllGather(ctx, c, s, r); err != nil {
+				t.Error(err)
+				return
+			}
+			for i, v := range r {
+				if v != float32(i/m+i%m%1000) {
+					t.Errorf("rank %d AllGather [%d] = %v", me, i, v)
+					return
+				}
+			}
+			if err := AllReduce(ctx, c, s, r[:m], Sum); err != nil {
+				t.Error(err)
+				return
+			}
+			for i, v := range r[:m] {
+				if v != float32(1+2*(i%1000)) {
+					t.Errorf("rank %d AllReduce [%d] = %v", me, i, v)
+					return
+				}
+			}
+			if c.reg.hits.Load() != 2 {
+				t.Errorf("rank %d: %d zero-copy calls, want 2", me, c.reg.hits.Load())
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range comms {
+		c.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -109,23 +110,47 @@ func (c *Comm) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fi
 }
 
 // zcRound sends rec to every peer and receives each peer's record into
-// all[p*zcRecSize:]. Pairs talk in a fixed order (the lower rank sends
-// first) so that it never deadlocks, even where a Send waits for its Recv.
+// all[p*zcRecSize:]. Records go out first wherever the transport takes them
+// at once (transport.Eager), so a round costs one one-way latency; the
+// other pairs talk in a fixed order (lower rank sends first), which never
+// deadlocks, even where a Send waits for its Recv: the least pair still
+// pending is reached by both of its ranks, and a record already sent only
+// removes a wait.
 func (c *Comm) zcRound(ctx context.Context, fp *wire.Fingerprint, rec, all []byte) error {
 	copy(all[c.rank*zcRecSize:], rec)
+	var sent uint64 // bit p: rec already went to p
+	if eg, ok := c.t.(transport.Eager); ok && c.size <= 64 {
+		for p := range c.size {
+			if p == c.rank {
+				continue
+			}
+			ok, err := eg.TrySend(ctx, p, fp, rec)
+			if err != nil {
+				return err
+			}
+			if ok {
+				sent |= 1 << p
+			}
+		}
+	}
 	for p := range c.size {
 		if p == c.rank {
 			continue
 		}
 		in := all[p*zcRecSize : (p+1)*zcRecSize]
-		if c.rank < p {
+		switch {
+		case sent&(1<<p) != 0:
+			if err := c.t.Recv(ctx, p, fp, in); err != nil {
+				return err
+			}
+		case c.rank < p:
 			if err := c.t.Send(ctx, p, fp, rec); err != nil {
 				return err
 			}
 			if err := c.t.Recv(ctx, p, fp, in); err != nil {
 				return err
 			}
-		} else {
+		default:
 			if err := c.t.Recv(ctx, p, fp, in); err != nil {
 				return err
 			}
@@ -197,7 +222,7 @@ func (c *Comm) zcMove(ctx context.Context, fp *wire.Fingerprint, k *call) error 
 		if err != nil {
 			return err
 		}
-		copy(k.out, src)
+		zcCopy(k.out, src)
 	case sched.AllGather:
 		blk := len(k.in)
 		for i := range n {
@@ -213,7 +238,7 @@ func (c *Comm) zcMove(ctx context.Context, fp *wire.Fingerprint, k *call) error 
 			if err != nil {
 				return err
 			}
-			copy(dst, src)
+			zcCopy(dst, src)
 		}
 	case sched.AllToAll:
 		blk := len(k.in) / n
@@ -223,7 +248,7 @@ func (c *Comm) zcMove(ctx context.Context, fp *wire.Fingerprint, k *call) error 
 			if err != nil {
 				return err
 			}
-			copy(k.out[p*blk:(p+1)*blk], src[me*blk:(me+1)*blk])
+			zcCopy(k.out[p*blk:(p+1)*blk], src[me*blk:(me+1)*blk])
 		}
 	case sched.ReduceScatter:
 		blk := len(k.out)
@@ -245,10 +270,20 @@ func (c *Comm) zcMove(ctx context.Context, fp *wire.Fingerprint, k *call) error 
 			if err != nil {
 				return err
 			}
-			copy(k.out[lo:hi], src[lo:hi])
+			zcCopy(k.out[lo:hi], src[lo:hi])
 		}
 	}
 	return nil
+}
+
+// zcCopy copies a block of the call's output from a peer's buffer; large
+// blocks are written around the caches (reduce.StreamMin).
+func zcCopy(dst, src []byte) {
+	if len(dst) >= reduce.StreamMin {
+		reduce.CopyStream(dst, src)
+		return
+	}
+	copy(dst, src)
 }
 
 // zcSeg is rank p's segment [lo, hi) of an n-byte AllReduce of es-byte
@@ -274,7 +309,13 @@ func (c *Comm) zcReduce(k *call, off int, dst []byte) error {
 		if !first {
 			a = dst
 		}
-		reduce.Apply(k.dt, k.op, dst, a, src[off:off+len(dst)])
+		if len(dst) >= reduce.StreamMin && i == n-1 {
+			// The last pass writes the result, which nothing here reads
+			// again soon: around the caches.
+			reduce.ApplyStream(k.dt, k.op, dst, a, src[off:off+len(dst)])
+		} else {
+			reduce.Apply(k.dt, k.op, dst, a, src[off:off+len(dst)])
+		}
 		first = false
 	}
 	return nil
