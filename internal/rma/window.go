@@ -58,6 +58,12 @@ import (
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
+// WaitSignal's adaptive spin, in loads of the signal word.
+const (
+	spinMin = 64
+	spinMax = 4096
+)
+
 // NumSignals is the number of signal words of every window on every rank.
 const NumSignals = 64
 
@@ -143,6 +149,7 @@ type Window struct {
 	life    sync.RWMutex // shared by operations, exclusive by Close while it unmaps
 	closed  atomic.Bool
 	broken  atomic.Pointer[error] // a timed-out request poisoned the window
+	spin    atomic.Int32          // loads WaitSignal polls before sleeping
 	workers sync.WaitGroup
 }
 
@@ -191,6 +198,7 @@ func New(ctx context.Context, p Params) (*Window, error) {
 	if w.chunk <= 0 {
 		w.chunk = 1 << 20
 	}
+	w.spin.Store(2000)
 	dataLen := 0
 	if w.alloc {
 		dataLen = p.Alloc
@@ -561,14 +569,26 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 		return 0, err
 	}
 	word := &w.seg.sigs()[sig]
-	for i := range 2000 {
+	// Spin, adaptively: a wait the spin satisfied doubles the next spin
+	// (up to spinMax), a wait that had to sleep halves it (down to
+	// spinMin). On a quiet machine signals arrive within the spin and
+	// WaitSignal answers in well under a microsecond; when the peer is
+	// usually descheduled, long spins only delay it further (measured:
+	// 2000 loads gave 74 µs per 8 B PutSignal round trip under load, 256
+	// loads 27 µs), and the spin shrinks to a token.
+	spin := int(w.spin.Load())
+	for i := range spin {
 		if v := loadSignal(word); v >= atLeast {
+			if spin < spinMax {
+				w.spin.Store(int32(min(2*spin, spinMax)))
+			}
 			return v, nil
 		}
 		if i%64 == 63 {
 			runtime.Gosched()
 		}
 	}
+	w.spin.Store(int32(max(spin/2, spinMin)))
 	parent := ctx
 	ctx, cancel := w.withTimeout(ctx)
 	defer cancel()

@@ -523,3 +523,32 @@ func FuzzPeerRecord(f *testing.F) {
 		}
 	})
 }
+
+// WaitSignal's spin adapts: a wait the spin satisfies lengthens the next
+// spin (up to spinMax), a wait that has to sleep shortens it (down to
+// spinMin).
+func TestWaitSignalAdaptiveSpin(t *testing.T) {
+	ws := group(t, 2, 10, kinds[0])
+	w := ws[0]
+	ctx := context.Background()
+	start := w.spin.Load()
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 20 {
+		w.WaitSignal(expired, 0, 1) // nobody signals: sleeps, or ends at once
+	}
+	if got := w.spin.Load(); got != spinMin {
+		t.Fatalf("after 20 waits that slept the spin is %d loads, want %d (started at %d)", got, spinMin, start)
+	}
+	if err := ws[1].PutSignal(ctx, 0, 0, nil, Shape{}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := w.WaitSignal(ctx, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.spin.Load(); got != spinMax {
+		t.Fatalf("after 20 satisfied waits the spin is %d loads, want %d", got, spinMax)
+	}
+}
