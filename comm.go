@@ -19,6 +19,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/stall"
+	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
@@ -144,6 +145,13 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	// once, which also unblocks the collective's other ops and the peers.
 	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
 	c.ex.Timed = set.observer != nil // OpEvent.Wait
+	if cpus := set.pollCPUs; len(cpus) > 0 {
+		c.ex.Pin = func() {
+			if err := topo.Pin(cpus); err != nil {
+				set.log.Warn("hcomm: cannot pin a polling goroutine", "cpus", topo.FormatCPUList(cpus), "err", err)
+			}
+		}
+	}
 	c.octxEnd = c.octx.End
 	c.stall.Init((*stallView)(c))
 	c.initGroup(t)

@@ -131,6 +131,13 @@ type Config struct {
 	// writes every live communicator's flight recorder to standard error
 	// (HCOMM_DUMP_SIGNAL; ignored outside Unix).
 	DumpSignal string
+
+	// CPUAffinity says where the goroutines that poll the transports run
+	// (Init only; HCOMM_CPU_AFFINITY): "auto" (or empty) pins them to the
+	// rank's CPUs when the rank is bound to fewer than all of the
+	// machine's, "off" never, "nic" to the rank's CPUs on the data NIC's
+	// NUMA node, or a CPU list such as "0-3,8".
+	CPUAffinity string
 }
 
 // options is what a communicator keeps of its settings.
@@ -144,6 +151,9 @@ type options struct {
 	dumpSignal   string
 	zeroCopy     int // the least bytes for the zero-copy path on registered memory; <= 0: off
 	observer     *Observer
+	// pollCPUs are the CPUs the executor's workers are pinned to
+	// (HCOMM_CPU_AFFINITY), nil for none.
+	pollCPUs []int
 }
 
 // resolve lays cfg over the environment's settings.
@@ -198,6 +208,7 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 	str(&v.SocketAddr, c.SocketAddr, "HCOMM_SOCKET_ADDR")
 	str(&v.SocketIfname, c.SocketIfname, "HCOMM_SOCKET_IFNAME")
 	str(&v.Hostname, c.Hostname, "HCOMM_HOSTNAME")
+	str(&v.CPUAffinity, c.CPUAffinity, "HCOMM_CPU_AFFINITY")
 	if c.ShmCMA != 0 {
 		v.ShmCMA = max(c.ShmCMA, 0)
 		v.Set("HCOMM_SHM_CMA")

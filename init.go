@@ -63,7 +63,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, jc.Connect)
 	defer cancel()
-	c, err := initWorld(ctx, jc, set, topologySettings{off: vals.Topology == "off", file: vals.RankTable})
+	c, err := initWorld(ctx, jc, set, topologySettings{off: vals.Topology == "off", file: vals.RankTable, affinity: vals.CPUAffinity})
 	if err != nil {
 		tf.close()
 		if ctx.Err() == context.DeadlineExceeded {
@@ -89,7 +89,11 @@ func initWorld(ctx context.Context, jc boot.JobConfig, set options, ts topologyS
 	if remote {
 		m = plan.NetworkModel
 	}
-	layout, err := worldLayout(ctx, j.Store(), jc, ts, set.log)
+	card := discover(jc, set.log)
+	layout, err := worldLayout(ctx, j.Store(), jc, ts, card, set.log)
+	if err == nil {
+		set.pollCPUs, err = pollCPUs(ts.affinity, card)
+	}
 	if err != nil {
 		t.Close()
 		j.Close()

@@ -12,10 +12,38 @@ import (
 	"github.com/hcomm-go/hcomm/store"
 )
 
-// topologySettings are HCOMM_TOPOLOGY (off) and HCOMM_RANK_TABLE (file).
+// topologySettings are HCOMM_TOPOLOGY (off), HCOMM_RANK_TABLE (file) and
+// HCOMM_CPU_AFFINITY (affinity).
 type topologySettings struct {
-	off  bool
-	file string
+	off      bool
+	file     string
+	affinity string
+}
+
+// discover reads this rank's topology card. Discovery is best effort: the
+// host identity is what the layout needs.
+func discover(jc boot.JobConfig, log *slog.Logger) topo.Card {
+	host := jc.Options.Host
+	card, err := topo.Discover(host, jc.Options.AdvertiseHost)
+	if err != nil {
+		log.Warn("hcomm: topology discovery failed; using the host identity only", "err", err)
+		card = topo.Card{Host: host, NUMA: -1}
+	}
+	return card
+}
+
+// pollCPUs returns the CPUs the executor's workers are pinned to under
+// HCOMM_CPU_AFFINITY (spec), nil for none.
+func pollCPUs(spec string, card topo.Card) ([]int, error) {
+	p, err := topo.ParsePoll(spec)
+	if err != nil {
+		return nil, invalid("HCOMM_CPU_AFFINITY=%q: %v", spec, err)
+	}
+	cpus, err := p.PollCPUs(card)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	return cpus, nil
 }
 
 // worldLayout exchanges the ranks' topology cards through the store (one
@@ -24,17 +52,9 @@ type topologySettings struct {
 // HCOMM_TOPOLOGY=off. Every rank publishes its card even when its own
 // discovery or file failed, so that a bad file is an error on every rank
 // rather than a hang on the others.
-func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topologySettings, log *slog.Logger) (*algo.Layout, error) {
+func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topologySettings, card topo.Card, log *slog.Logger) (*algo.Layout, error) {
 	if ts.off {
 		return nil, nil
-	}
-	host := jc.Options.Host
-	card, err := topo.Discover(host, jc.Options.AdvertiseHost)
-	if err != nil {
-		// Discovery is best effort: the host identity is what the
-		// layout needs.
-		log.Warn("hcomm: topology discovery failed; using the host identity only", "err", err)
-		card = topo.Card{Host: host, NUMA: -1}
 	}
 	var f *topo.File
 	var fileErr error

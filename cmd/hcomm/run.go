@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/store"
 )
 
@@ -77,6 +78,16 @@ import (
 // ranks share the machine, and a Go process that assumes it has every CPU
 // keeps spare threads spinning for work, which takes the CPU from the
 // busy threads of the other ranks. Remote ranks are left alone.
+//
+// Binding. --bind-to core|numa (mpirun's names; default none) starts each
+// rank bound to CPUs of this machine (sched_setaffinity, inherited through
+// exec): core gives local rank i the i-th CPU the launcher may use
+// (wrapping when the ranks outnumber them), numa spreads the local ranks
+// over the NUMA nodes, consecutive ranks on one node, each bound to its
+// node's CPUs. A remote rank's rsh command is bound the same way, which
+// reaches the rank when the command runs it on this machine (network
+// namespaces, containers) but not over ssh. A bound rank pins its polling
+// goroutines to its CPUs (HCOMM_CPU_AFFINITY=auto).
 //
 // Output. The ranks' standard output and error go to the launcher's, a line
 // at a time, so that lines of different ranks never mix; with --tag-output
@@ -166,6 +177,7 @@ type runConfig struct {
 	grace     time.Duration
 	window    time.Duration // survivors' time to fail on their own
 	verbose   bool
+	bindTo    string   // --bind-to policy
 	env       []string // NAME=VALUE from -x
 	prog      string
 	args      []string
@@ -180,6 +192,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	cfg := &runConfig{}
 	var hosts, hostFile, rsh, mapPolicy, rankTable string
+	fs.StringVar(&cfg.bindTo, "bind-to", "none", "bind each rank to CPUs: `none`, core (one CPU per local rank) or numa (one NUMA node's CPUs)")
 	fs.IntVar(&cfg.n, "n", 0, "number of ranks (default: one per host slot)")
 	fs.StringVar(&hosts, "hosts", "", "hosts and their slots: `host[:slots],...` (default: this machine)")
 	fs.StringVar(&hostFile, "host-file", "", "read hosts from `file`: one host[:slots] or \"host slots=N\" per line")
@@ -243,6 +256,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	if err == nil {
 		cfg.hosts, err = mapBy(mapPolicy, cfg.hosts)
+	}
+	if err == nil {
+		// Checked here, so that a bad policy fails before any rank starts.
+		_, err = topo.Bind(cfg.bindTo, topo.Machine{}, []int{0}, 0, 1)
 	}
 	if err != nil {
 		return nil, err
@@ -331,8 +348,10 @@ type job struct {
 	remoteEnv  []string // NAME=VALUE passed to every remote rank
 	self       string   // this machine's host name, for messages
 
-	ranks    []*rankProc // started ranks
-	pipes    []*os.File  // read ends of the ranks' output pipes
+	ranks    []*rankProc   // started ranks
+	machine  *topo.Machine // this machine, read for --bind-to
+	allowed  []int         // the launcher's CPUs, for --bind-to
+	pipes    []*os.File    // read ends of the ranks' output pipes
 	copiers  sync.WaitGroup
 	stopping bool
 }
@@ -498,6 +517,32 @@ func (j *job) command(p placement) *exec.Cmd {
 	return exec.Command(argv[0], argv[1:]...)
 }
 
+// binding returns the CPUs rank p starts bound to under --bind-to, nil
+// for none.
+func (j *job) binding(p placement) ([]int, error) {
+	if j.cfg.bindTo == "" || j.cfg.bindTo == topo.BindNone {
+		return nil, nil
+	}
+	if j.machine == nil {
+		m, err := topo.Probe(topo.System())
+		if err != nil {
+			return nil, fmt.Errorf("--bind-to %s: %w", j.cfg.bindTo, err)
+		}
+		if j.allowed, err = topo.AllowedCPUs(); err != nil {
+			return nil, fmt.Errorf("--bind-to %s: %w", j.cfg.bindTo, err)
+		}
+		j.machine = &m
+	}
+	cpus, err := topo.Bind(j.cfg.bindTo, *j.machine, j.allowed, p.localRank, p.localSize)
+	if err != nil {
+		return nil, err
+	}
+	if j.cfg.verbose {
+		j.logf("rank %d bound to CPUs %s", p.rank, topo.FormatCPUList(cpus))
+	}
+	return cpus, nil
+}
+
 // rankProcs is the GOMAXPROCS of each of ranks local ranks on cpus CPUs.
 func rankProcs(cpus, ranks int) int {
 	return max(1, cpus/max(1, ranks))
@@ -608,8 +653,12 @@ func (j *job) start(r *rankProc, exited chan<- *rankProc) error {
 			cmd.Stdin = in
 		}
 	}
+	var cpus []int
 	if err == nil {
-		err = cmd.Start()
+		cpus, err = j.binding(r.placement)
+	}
+	if err == nil {
+		err = topo.WithCPUs(cpus, cmd.Start)
 	}
 	outW.Close()
 	errW.Close()

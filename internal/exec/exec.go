@@ -68,6 +68,12 @@ type Executor struct {
 	// from whichever goroutine found it, before Run returns. It must make
 	// the transport's pending calls return (typically by aborting it).
 	OnError func(error)
+
+	// Pin, if set, is called first on every worker goroutine the executor
+	// starts: the workers are the goroutines that poll the transport, and
+	// Pin may lock them to threads on chosen CPUs (topo.Pin). Set it
+	// before the first Run.
+	Pin func()
 }
 
 type task struct {
@@ -235,6 +241,9 @@ func (e *Executor) read(rd *reader) {
 
 func (e *Executor) work(ch chan task) {
 	defer e.wg.Done()
+	if e.Pin != nil {
+		e.Pin()
+	}
 	for t := range ch {
 		err := e.runOp(t.ctx, t.r, t.op, t.slot)
 		if err != nil {

@@ -95,6 +95,7 @@ type Values struct {
 	DumpSignal     string // "", "USR1" or "USR2"
 	Topology       string // "" (auto) or "off"
 	RankTable      string // topology file path, or ""
+	CPUAffinity    string // HCOMM_CPU_AFFINITY as given ("" = auto), checked by the topology layer
 	Trace          string // trace-event file name pattern (HCOMM_TRACE), or ""
 
 	// Source records, per variable name, where a value that is not the
@@ -377,6 +378,15 @@ var Table = []Var{
 		Doc:   "topology file (HCCL rank table JSON, or hcomm's format) that places ranks on hosts; checked against the machines at Init",
 		parse: stringVar(func(v *Values) *string { return &v.RankTable }),
 		show:  func(v *Values) string { return v.RankTable }},
+	{Name: "HCOMM_CPU_AFFINITY", Type: "auto|off|nic|CPU list", Default: "auto", Field: "CPUAffinity",
+		Doc:   "where the polling goroutines run: auto pins them to the rank's CPUs when the rank is bound (hcomm run --bind-to), off never, nic to the rank's CPUs on the data NIC's NUMA node, or a CPU list (0-3,8)",
+		parse: stringVar(func(v *Values) *string { return &v.CPUAffinity }),
+		show: func(v *Values) string {
+			if v.CPUAffinity == "" {
+				return "auto"
+			}
+			return v.CPUAffinity
+		}},
 	{Name: "HCOMM_TRACE", Type: "string",
 		Doc:   "write each rank's collectives to a trace-event file (Perfetto, chrome://tracing): job.json gives job.rank0.json, …; %r in the name is replaced by the rank (Init)",
 		parse: stringVar(func(v *Values) *string { return &v.Trace }),

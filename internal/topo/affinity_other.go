@@ -13,3 +13,12 @@ func AllowedCPUs() ([]int, error) {
 	}
 	return cpus, nil
 }
+
+// ThreadCPUs returns the CPUs the calling thread may run on: every CPU.
+func ThreadCPUs() ([]int, error) { return AllowedCPUs() }
+
+// Pin does nothing where threads cannot be given CPUs.
+func Pin(cpus []int) error { return nil }
+
+// WithCPUs runs f: where threads cannot be given CPUs, nothing is bound.
+func WithCPUs(cpus []int, f func() error) error { return f() }

@@ -7,6 +7,9 @@
 //	token          print token=HCOMM_TOKEN
 //	procs          print gomaxprocs=N (runtime.GOMAXPROCS)
 //	getenv=NAME    print NAME=VALUE
+//	cpus           print cpus=LIST, the process's Cpus_allowed_list
+//	threads        print threads=LIST;LIST;..., the distinct
+//	               Cpus_allowed_list of its threads, sorted
 //	grandchild     start a copy of itself that sleeps 60s; print grandchild=P
 //	sleep=D        sleep for duration D
 //	exit=C         exit with status C
@@ -29,10 +32,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,6 +66,20 @@ func main() {
 	}
 }
 
+// allowedList returns the Cpus_allowed_list line of a status file.
+func allowedList(status string) (string, error) {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no Cpus_allowed_list", status)
+}
+
 func do(rank int, action string) error {
 	name, arg, _ := strings.Cut(action, "=")
 	switch name {
@@ -77,6 +96,25 @@ func do(rank int, action string) error {
 		fmt.Printf("gomaxprocs=%d\n", runtime.GOMAXPROCS(0))
 	case "getenv":
 		fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
+	case "cpus":
+		l, err := allowedList("/proc/self/status")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cpus=%s\n", l)
+	case "threads":
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, t := range tasks {
+			if l, err := allowedList("/proc/self/task/" + t.Name() + "/status"); err == nil {
+				seen[l] = true
+			}
+		}
+		lists := slices.Sorted(maps.Keys(seen))
+		fmt.Printf("threads=%s\n", strings.Join(lists, ";"))
 	case "grandchild":
 		cmd := exec.Command(os.Args[0], "sleep=60s")
 		cmd.Env = append(os.Environ(), "HCOMM_RANK=-1")

@@ -1,0 +1,158 @@
+package topo
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Binding policies of `hcomm run --bind-to`, with mpirun's names.
+const (
+	BindNone = "none" // leave the rank where the launcher runs
+	BindCore = "core" // one CPU per local rank
+	BindNUMA = "numa" // the CPUs of one NUMA node per local rank
+)
+
+// Bind returns the CPUs local rank local of localSize ranks on machine m
+// should be bound to under policy, given the CPUs the launcher may use
+// (allowed); nil means no binding. core deals the allowed CPUs out in
+// order, one per local rank, wrapping when the ranks outnumber them; numa
+// spreads the local ranks evenly over the NUMA nodes that hold allowed
+// CPUs, consecutive local ranks on the same node, and binds each to its
+// node's allowed CPUs. A machine without NUMA information is one node.
+func Bind(policy string, m Machine, allowed []int, local, localSize int) ([]int, error) {
+	if local < 0 || localSize < 1 || local >= localSize {
+		return nil, fmt.Errorf("topo: local rank %d of %d", local, localSize)
+	}
+	switch policy {
+	case "", BindNone:
+		return nil, nil
+	case BindCore:
+		if len(allowed) == 0 {
+			return nil, fmt.Errorf("topo: --bind-to core: no CPUs allowed")
+		}
+		a := slices.Sorted(slices.Values(allowed))
+		return []int{a[local%len(a)]}, nil
+	case BindNUMA:
+		var nodes [][]int
+		for _, n := range m.Nodes {
+			if cpus := intersect(n.CPUs, allowed); len(cpus) > 0 {
+				nodes = append(nodes, cpus)
+			}
+		}
+		if len(nodes) == 0 {
+			if len(allowed) == 0 {
+				return nil, fmt.Errorf("topo: --bind-to numa: no CPUs allowed")
+			}
+			return slices.Sorted(slices.Values(allowed)), nil
+		}
+		return nodes[local*len(nodes)/localSize], nil
+	}
+	return nil, fmt.Errorf("topo: --bind-to %q: want none, core or numa", policy)
+}
+
+// Poll says where a rank's polling goroutines run: HCOMM_CPU_AFFINITY.
+type Poll struct {
+	// Mode is "auto", "off", "nic" or "list".
+	Mode string
+	// CPUs is the list of Mode "list".
+	CPUs []int
+}
+
+// ParsePoll parses HCOMM_CPU_AFFINITY: auto (the default: pin the polling
+// goroutines to the rank's CPUs when the rank is bound to fewer than all
+// of them), off (never pin), nic (the CPUs of the data NIC's NUMA node
+// among the rank's) or a CPU list ("0-3,8").
+func ParsePoll(s string) (Poll, error) {
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case "", "auto":
+		return Poll{Mode: "auto"}, nil
+	case "off", "none", "0":
+		return Poll{Mode: "off"}, nil
+	case "nic":
+		return Poll{Mode: "nic"}, nil
+	}
+	cpus, err := ParseCPUList(s)
+	if err != nil {
+		return Poll{}, fmt.Errorf("want auto, off, nic or a CPU list: %w", err)
+	}
+	if len(cpus) == 0 {
+		return Poll{}, fmt.Errorf("want auto, off, nic or a CPU list")
+	}
+	return Poll{Mode: "list", CPUs: cpus}, nil
+}
+
+func (p Poll) String() string {
+	if p.Mode == "list" {
+		return FormatCPUList(p.CPUs)
+	}
+	if p.Mode == "" {
+		return "auto"
+	}
+	return p.Mode
+}
+
+// PollCPUs returns the CPUs the polling goroutines of the rank that card c
+// describes are pinned to under p, or nil for none. Under auto a rank that
+// may run on every CPU of its machine (or whose machine is unknown) pins
+// nothing, so that an unbound job pays nothing; a bound rank pins to its
+// CPUs on the data NIC's node if it has any there, else to all of its
+// CPUs. nic pins to the rank's CPUs on the data NIC's node (all of its
+// CPUs when the node is unknown or the rank has none there). A list must
+// lie within the rank's CPUs.
+func (p Poll) PollCPUs(c Card) ([]int, error) {
+	near := func() []int {
+		node := -1
+		for _, nic := range c.NICs {
+			if nic.Name == c.DataNIC {
+				node = nic.NUMA
+			}
+		}
+		for _, n := range c.Nodes {
+			if n.ID == node && node >= 0 {
+				if cpus := intersect(n.CPUs, c.CPUs); len(cpus) > 0 {
+					return cpus
+				}
+			}
+		}
+		return slices.Clone(c.CPUs)
+	}
+	switch p.Mode {
+	case "off":
+		return nil, nil
+	case "", "auto":
+		var all []int
+		for _, n := range c.Nodes {
+			all = append(all, n.CPUs...)
+		}
+		if len(all) == 0 || len(c.CPUs) == 0 || len(intersect(all, c.CPUs)) == len(all) {
+			return nil, nil
+		}
+		return near(), nil
+	case "nic":
+		if len(c.CPUs) == 0 {
+			return nil, nil
+		}
+		return near(), nil
+	case "list":
+		if len(c.CPUs) > 0 {
+			if out := intersect(p.CPUs, c.CPUs); len(out) != len(p.CPUs) {
+				return nil, fmt.Errorf("HCOMM_CPU_AFFINITY=%s: the rank may run only on CPUs %s", FormatCPUList(p.CPUs), FormatCPUList(c.CPUs))
+			}
+		}
+		return slices.Clone(p.CPUs), nil
+	}
+	return nil, fmt.Errorf("HCOMM_CPU_AFFINITY mode %q", p.Mode)
+}
+
+// intersect returns the sorted CPUs in both a and b.
+func intersect(a, b []int) []int {
+	var out []int
+	for _, c := range a {
+		if slices.Contains(b, c) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
