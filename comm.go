@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -376,7 +377,30 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if err != nil {
 		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
-	sub := newComm(newRank, len(ms), id, c.set, t, c.job, f, c.model)
+	parents := make([]int, len(ms))
+	for i, m := range ms {
+		parents[i] = m.rank
+	}
+	model := c.model
+	lay, hasLayout := c.pl.Layout()
+	var sl algo.Layout
+	if hasLayout {
+		// The new communicator's ranks on the parent's hosts: one host
+		// is all shared memory.
+		if sl = subLayout(lay, parents); len(sl.Hosts) == 1 {
+			model = plan.MemoryModel
+		}
+	}
+	sub := newComm(newRank, len(ms), id, c.set, t, c.job, f, model)
+	if hasLayout {
+		if err := sub.pl.SetLayout(sl); err != nil {
+			sub.Close()
+			return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
+		}
+		if l, ok := c.pl.InterLink(); ok && len(sl.Hosts) > 1 {
+			sub.pl.SetInterLink(l)
+		}
+	}
 	for i, m := range ms {
 		sub.members[i] = c.members[m.rank]
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/settings"
@@ -90,7 +91,16 @@ func initWorld(ctx context.Context, jc boot.JobConfig, set options, ts topologyS
 		m = plan.NetworkModel
 	}
 	card := discover(jc, set.log)
-	layout, err := worldLayout(ctx, j.Store(), jc, ts, card, set.log)
+	layout, tp, err := worldLayout(ctx, j.Store(), jc, ts, card, set.log)
+	var inter *algo.Link
+	if err == nil && remote && layout != nil && len(layout.Hosts) > 1 {
+		if l, ok := interLink(tp); ok {
+			// Calibrated from the links: flat algorithms are costed
+			// with it too, here and in communicators split off.
+			inter = &l
+			m.Alpha, m.Beta = l.Alpha, l.Beta
+		}
+	}
 	if err == nil {
 		set.pollCPUs, err = pollCPUs(ts.affinity, card)
 	}
@@ -110,6 +120,9 @@ func initWorld(ctx context.Context, jc boot.JobConfig, set options, ts topologyS
 		if err := c.pl.SetLayout(*layout); err != nil {
 			c.Close()
 			return nil, err
+		}
+		if inter != nil {
+			c.pl.SetInterLink(*inter)
 		}
 	}
 	return c, nil

@@ -1,6 +1,7 @@
 package hcomm
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/transport/mux"
 	"github.com/hcomm-go/hcomm/internal/transport/shm"
@@ -34,6 +36,33 @@ func rankTopology(t *testing.T, c *Comm) {
 	want := os.Getenv("HCOMM_TEST_WANT_ALGO")
 	if a.Name != want {
 		t.Errorf("16 MiB AllReduce uses %s, want %s", a.Name, want)
+	}
+	if want != "hier" || os.Getenv("HCOMM_ALGO") != "" {
+		return
+	}
+	// Split communicators get the layout of their ranks: ranks 0 and 2
+	// share a host, 0 and 1 do not.
+	ctx := context.Background()
+	for _, tt := range []struct{ color, hosts int }{{c.Rank() % 2, 1}, {c.Rank() / 2, 2}} {
+		sub, err := c.Split(ctx, tt.color, c.Rank())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := sub.pl.Layout()
+		if !ok || len(l.Hosts) != tt.hosts {
+			t.Errorf("split by %d: layout %v (%v), want %d hosts", tt.color, l.Hosts, ok, tt.hosts)
+		}
+		if shared := sub.model.Beta == plan.MemoryModel.Beta; shared != (tt.hosts == 1) {
+			t.Errorf("split on %d hosts: costed with the memory model: %v", tt.hosts, shared)
+		}
+		v := []int64{int64(c.Rank()), 1}
+		if err := AllReduce(ctx, sub, v, v, Sum); err != nil {
+			t.Fatal(err)
+		}
+		if v[1] != 2 {
+			t.Errorf("split AllReduce counted %d ranks", v[1])
+		}
+		sub.Close()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/store"
 )
@@ -52,9 +53,9 @@ func pollCPUs(spec string, card topo.Card) ([]int, error) {
 // HCOMM_TOPOLOGY=off. Every rank publishes its card even when its own
 // discovery or file failed, so that a bad file is an error on every rank
 // rather than a hang on the others.
-func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topologySettings, card topo.Card, log *slog.Logger) (*algo.Layout, error) {
+func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topologySettings, card topo.Card, log *slog.Logger) (*algo.Layout, *topo.Topology, error) {
 	if ts.off {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var f *topo.File
 	var fileErr error
@@ -67,14 +68,14 @@ func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topo
 	}
 	cards, err := topo.Exchange(ctx, store.WithPrefix(st, "hcomm/world"), jc.Rank, jc.Size, card)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if fileErr != nil {
-		return nil, fmt.Errorf("%w (HCOMM_RANK_TABLE)", fileErr)
+		return nil, nil, fmt.Errorf("%w (HCOMM_RANK_TABLE)", fileErr)
 	}
 	t, err := topo.Build(cards, f)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, nil, invalid("%v", err)
 	}
 	l := &algo.Layout{Hosts: t.HostRanks()}
 	if log.Enabled(ctx, slog.LevelDebug) {
@@ -82,5 +83,45 @@ func worldLayout(ctx context.Context, st store.Store, jc boot.JobConfig, ts topo
 		t.Format(&b)
 		log.Debug("hcomm: topology", "rank", jc.Rank, "topology", b.String())
 	}
-	return l, nil
+	return l, t, nil
+}
+
+// interLink is the cost of a message between hosts of t: the default
+// network model's, slowed to the speed of the links between hosts — the
+// topology file's inter-host link speed as given, else the slowest data
+// NIC's, which cannot make the model faster than the default (TCP seldom
+// fills a fast NIC). It reports false when neither is known.
+func interLink(t *topo.Topology) (algo.Link, bool) {
+	l := algo.Link{Alpha: plan.NetworkModel.Alpha, Beta: plan.NetworkModel.Beta}
+	switch g := t.InterGbps(); {
+	case t.Links.Inter > 0:
+		l.Beta = 8 / (t.Links.Inter * 1e9)
+	case g > 0:
+		l.Beta = max(l.Beta, 8/(g*1e9))
+	default:
+		return l, false
+	}
+	return l, true
+}
+
+// subLayout returns the layout of a communicator split from one of layout
+// l: parents[i] is the parent's rank of the new communicator's rank i.
+func subLayout(l algo.Layout, parents []int) algo.Layout {
+	sub := map[int]int{}
+	for i, r := range parents {
+		sub[r] = i
+	}
+	var out algo.Layout
+	for _, rs := range l.Hosts {
+		var h []int
+		for _, r := range rs {
+			if i, ok := sub[r]; ok {
+				h = append(h, i)
+			}
+		}
+		if len(h) > 0 {
+			out.Hosts = append(out.Hosts, h)
+		}
+	}
+	return out
 }

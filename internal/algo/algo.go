@@ -46,6 +46,11 @@ type Algorithm struct {
 	Build func(s sched.Spec, rank int) (*sched.Program, error)
 	// Cost returns the critical-path terms of a uniform call of shape sh.
 	Cost func(sh Shape) Cost
+	// LinkCost, set on the layout algorithms (ForLayout) instead of Cost,
+	// estimates the time in seconds of a uniform call of the given size
+	// in bytes (see the package comment) on the layout the algorithm was
+	// built for, each message costed by its link class.
+	LinkCost func(bytes float64, lc LinkCosts) float64
 }
 
 // Shape is what a cost function knows of a call.

@@ -79,6 +79,8 @@ func (l Layout) where(rank int) (host, local int) {
 //	AllGather      hring   n−1                        T − own on H edges                   the rest
 //	ReduceScatter  hring   n−1                        T − own on H edges                   the rest
 //	Broadcast      hier    ⌈log2 H⌉ + ⌈log2 L⌉        m per child (binomial among hosts)   m per child
+//	(AllReduce leader, Reduce hier, and the multi-rail AllGather and
+//	ReduceScatter hier: see hierlead.go)
 //	Barrier        hier    2 + ⌈log2 H⌉               ⌈log2 H⌉ empty messages              1 empty message
 //
 // (H hosts, L ranks per host — the most on any host for uneven layouts;
@@ -98,16 +100,20 @@ func ForLayout(l Layout) []Algorithm {
 			c := p.count(p.rank)
 			bl := blocks{c, p.n}
 			ringAR(p, l.Order(), func(i int) (int, int) { return bl.off(i), bl.size(i) }, true)
-		}),
-		defLayout(l, sched.AllReduce, "hier", hierAllReduce),
-		defLayout(l, sched.AllGather, "hring", orderedAllGather),
-		defLayout(l, sched.ReduceScatter, "hring", orderedReduceScatter),
-		defLayout(l, sched.Broadcast, "hier", hierBroadcast),
-		defLayout(l, sched.Barrier, "hier", hierBarrier),
+		}, hringAllReduceCost),
+		defLayout(l, sched.AllReduce, "hier", hierAllReduce, hierAllReduceCost),
+		defLayout(l, sched.AllReduce, "leader", leaderAllReduce, leaderAllReduceCost),
+		defLayout(l, sched.AllGather, "hring", orderedAllGather, hringAllGatherCost),
+		defLayout(l, sched.AllGather, "hier", hierAllGather, hierAllGatherCost),
+		defLayout(l, sched.ReduceScatter, "hring", orderedReduceScatter, hringReduceScatterCost),
+		defLayout(l, sched.ReduceScatter, "hier", hierReduceScatter, hierReduceScatterCost),
+		defLayout(l, sched.Broadcast, "hier", hierBroadcast, hierBroadcastCost),
+		defLayout(l, sched.Reduce, "hier", hierReduce, hierReduceCost),
+		defLayout(l, sched.Barrier, "hier", hierBarrier, hierBarrierCost),
 	}
 }
 
-func defLayout(l Layout, c sched.Coll, name string, build func(*prog, Layout)) Algorithm {
+func defLayout(l Layout, c sched.Coll, name string, build func(*prog, Layout), cost func(Layout, float64, LinkCosts) float64) Algorithm {
 	n := 0
 	for _, rs := range l.Hosts {
 		n += len(rs)
@@ -129,6 +135,12 @@ func defLayout(l Layout, c sched.Coll, name string, build func(*prog, Layout)) A
 			p := newProg(s, rank)
 			build(p, l)
 			return p.program(name), nil
+		},
+		LinkCost: func(bytes float64, lc LinkCosts) float64 {
+			if n <= 1 {
+				return 0
+			}
+			return cost(l, bytes, lc)
 		},
 	}
 }

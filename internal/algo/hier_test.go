@@ -74,7 +74,8 @@ func shapes(rng *rand.Rand, short bool) []Layout {
 func TestVerifyLayouts(t *testing.T) {
 	rng := newRand(12)
 	family := shapes(rng, testing.Short() || raceEnabled)
-	for _, name := range []string{"AllReduce/hring", "AllReduce/hier", "AllGather/hring", "ReduceScatter/hring", "Broadcast/hier", "Barrier/hier"} {
+	for _, name := range []string{"AllReduce/hring", "AllReduce/hier", "AllGather/hring", "ReduceScatter/hring", "Broadcast/hier", "Barrier/hier",
+		"AllReduce/leader", "AllGather/hier", "ReduceScatter/hier", "Reduce/hier"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := newRand(uint64(len(name)))
@@ -99,7 +100,7 @@ func TestVerifyLayouts(t *testing.T) {
 					}
 				}
 				for _, s := range ss {
-					if s.Coll == sched.Broadcast {
+					if s.Coll == sched.Broadcast || s.Coll == sched.Reduce {
 						s.Root = rng.IntN(n)
 					}
 					if err := sched.Verify(s, buildAll(t, a, s)); err != nil {
@@ -206,6 +207,10 @@ func TestGoldenLayouts(t *testing.T) {
 		{"allreduce_hring_2x2_interleaved.txt", []int{2, 2}, true, "hring", sched.Uniform(sched.AllReduce, 4, 8, 0, false)},
 		{"broadcast_hier_2x3_root4.txt", []int{3, 3}, false, "hier", sched.Uniform(sched.Broadcast, 6, 5, 4, false)},
 		{"barrier_hier_3x2.txt", []int{2, 2, 2}, false, "hier", sched.Spec{Coll: sched.Barrier, N: 6}},
+		{"allreduce_leader_2x3.txt", []int{3, 3}, false, "leader", sched.Uniform(sched.AllReduce, 6, 4, 0, false)},
+		{"reduce_hier_3_2_interleaved_root3.txt", []int{3, 2}, true, "hier", sched.Uniform(sched.Reduce, 5, 4, 3, false)},
+		{"allgather_hier_3_1_2_interleaved.txt", []int{3, 1, 2}, true, "hier", sched.Uniform(sched.AllGather, 6, 2, 0, false)},
+		{"reducescatter_hier_2_3_inplace.txt", []int{2, 3}, false, "hier", sched.Uniform(sched.ReduceScatter, 5, 2, 0, true)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -248,6 +253,28 @@ func TestLayoutCost(t *testing.T) {
 	}
 	if got := ChooseAllReduce(FlatLayout(4), m, lc); got != "ring" {
 		t.Errorf("one host picks %s", got)
+	}
+	// Small messages: the leader form's few steps win over the rails';
+	// large ones the reverse.
+	four := layout([]int{4, 4, 4, 4}, false)
+	if got := ChooseAllReduce(four, 8, lc); got != "leader" {
+		t.Errorf("4×4 at 8 B picks %s, want leader", got)
+	}
+	if got := ChooseAllReduce(four, m, lc); got != "hier" {
+		t.Errorf("4×4 at 64 MiB picks %s, want hier", got)
+	}
+	// The multi-rail AllGather and ReduceScatter move (H−1)/H of the
+	// data through each NIC where the host-ordered ring moves (n−1)/n.
+	for _, c := range []sched.Coll{sched.AllGather, sched.ReduceScatter} {
+		ratio := LayoutCost(c, "hring", cons, m, lc) / LayoutCost(c, "hier", cons, m, lc)
+		if ratio < 1.3 || ratio > 1.6 {
+			t.Errorf("consecutive 2×2: %s hring / hier = %.2f, want about 1.5", c, ratio)
+		}
+	}
+	for _, a := range ForLayout(four) {
+		if a.LinkCost == nil || a.LinkCost(m, lc) <= 0 || a.Cost != nil {
+			t.Errorf("%s %s: LinkCost %v, Cost %v", a.Coll, a.Name, a.LinkCost != nil, a.Cost != nil)
+		}
 	}
 	if !math.IsInf(LayoutCost(sched.Broadcast, "hring", cons, m, lc), 1) || math.IsInf(LayoutCost(sched.Barrier, "hier", cons, 0, lc), 1) {
 		t.Error("Broadcast hring has a cost, or Barrier hier none")

@@ -19,92 +19,183 @@ type LinkCosts struct {
 	Gamma        float64
 }
 
-// LayoutCost estimates the time of algorithm name of collective c on layout
-// l for a vector of bytes bytes, in the α–β–γ model per link class:
-// AllReduce "ring" (in rank order), "hring" and "hier", Broadcast and
-// Barrier "hier". A ring step costs what its slowest edge
-// costs; an edge between hosts shares its host's NIC with the host's other
-// edges leaving it in the same step. It returns +Inf for other names.
-func LayoutCost(c sched.Coll, name string, l Layout, bytes float64, lc LinkCosts) float64 {
-	n := len(l.Order())
-	H := len(l.Hosts)
-	L := 0
+// The cost functions of the layout algorithms (Algorithm.LinkCost) follow,
+// in the α–β–γ model per link class. A ring step costs what its slowest
+// edge costs; an edge between hosts shares its host's NIC with the host's
+// other edges leaving it in the same step. bytes is a rank's vector for
+// AllReduce, Reduce and Broadcast and the total of the blocks for
+// AllGather and ReduceScatter.
+
+// shape returns the ranks, hosts, and the most and fewest ranks on a host.
+func (l Layout) shape() (n, H, Lmax, Lmin int) {
+	H = len(l.Hosts)
+	Lmin = math.MaxInt
 	for _, rs := range l.Hosts {
-		L = max(L, len(rs))
+		n += len(rs)
+		Lmax, Lmin = max(Lmax, len(rs)), min(Lmin, len(rs))
 	}
+	return
+}
+
+func lg(k int) float64 { return math.Ceil(math.Log2(float64(k))) }
+
+func (lk Link) time(bytes float64) float64 { return lk.Alpha + lk.Beta*bytes }
+
+// ringStep is the time of one step of a ring in order moving m bytes on
+// every edge.
+func (l Layout) ringStep(order []int, m float64, lc LinkCosts) float64 {
+	host := map[int]int{}
+	for h, rs := range l.Hosts {
+		for _, r := range rs {
+			host[r] = h
+		}
+	}
+	leaving := map[int]int{}
+	for i, r := range order {
+		if host[r] != host[order[(i+1)%len(order)]] {
+			leaving[host[r]]++
+		}
+	}
+	share := 0
+	for _, k := range leaving {
+		share = max(share, k)
+	}
+	if share == 0 {
+		return lc.Intra.time(m)
+	}
+	return max(lc.Inter.Alpha+float64(share)*lc.Inter.Beta*m, lc.Intra.time(m))
+}
+
+// FlatRingCost is the cost of the flat AllReduce ring, in rank order, on
+// layout l: what the planner charges the flat ring once it knows the
+// hosts.
+func FlatRingCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, _, _, _ := l.shape()
 	if n <= 1 {
 		return 0
 	}
-	ringStep := func(order []int, m float64) float64 {
-		host := map[int]int{}
-		for h, rs := range l.Hosts {
-			for _, r := range rs {
-				host[r] = h
-			}
-		}
-		leaving := map[int]int{}
-		for i, r := range order {
-			if host[r] != host[order[(i+1)%len(order)]] {
-				leaving[host[r]]++
-			}
-		}
-		share := 0
-		for _, k := range leaving {
-			share = max(share, k)
-		}
-		if share == 0 {
-			return lc.Intra.Alpha + lc.Intra.Beta*m
-		}
-		return max(lc.Inter.Alpha+float64(share)*lc.Inter.Beta*m, lc.Intra.Alpha+lc.Intra.Beta*m)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
 	}
-	reduce := lc.Gamma * bytes * float64(n-1) / float64(n)
-	lg := func(k int) float64 { return math.Ceil(math.Log2(float64(k))) }
-	switch c {
-	case sched.Barrier:
-		if name != "hier" {
-			return math.Inf(1)
-		}
-		intra := 0.0
-		if L > 1 {
-			intra = 2 * lc.Intra.Alpha
-		}
-		return intra + lg(H)*lc.Inter.Alpha
-	case sched.Broadcast:
-		if name != "hier" {
-			return math.Inf(1)
-		}
-		return lg(H)*(lc.Inter.Alpha+lc.Inter.Beta*bytes) + lg(L)*(lc.Intra.Alpha+lc.Intra.Beta*bytes)
-	case sched.AllReduce:
-	default:
-		return math.Inf(1)
+	return 2*float64(n-1)*l.ringStep(order, bytes/float64(n), lc) + lc.Gamma*bytes*float64(n-1)/float64(n)
+}
+
+func hringAllReduceCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, _, _, _ := l.shape()
+	return 2*float64(n-1)*l.ringStep(l.Order(), bytes/float64(n), lc) + lc.Gamma*bytes*float64(n-1)/float64(n)
+}
+
+func hierAllReduceCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, H, L, _ := l.shape()
+	intra := 2 * float64(L-1) * lc.Intra.time(bytes/float64(L))
+	// Every rank of a host sends its 1/L share at once through the host's
+	// NIC: per step the NIC moves bytes/H.
+	inter := 2 * float64(H-1) * lc.Inter.time(bytes/float64(H))
+	return intra + inter + lc.Gamma*bytes*float64(n-1)/float64(n) + lc.Gamma*bytes*float64(H-1)/float64(H)/float64(L)
+}
+
+func leaderAllReduceCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	_, H, L, _ := l.shape()
+	// Recursive doubling among the leaders: ⌊log2 H⌋ exchanges, and the
+	// fold's two messages when H is not a power of two.
+	rounds, fold := float64(floorLog2(H)), 0.0
+	if H&(H-1) != 0 {
+		fold = 1
 	}
-	switch name {
-	case "ring":
-		order := make([]int, n)
-		for i := range order {
-			order[i] = i
+	return 2*lg(L)*lc.Intra.time(bytes) + (rounds+2*fold)*lc.Inter.time(bytes) + lc.Gamma*bytes*(lg(L)+rounds+fold)
+}
+
+func hierReduceCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	_, H, L, _ := l.shape()
+	return lg(L)*lc.Intra.time(bytes) + lg(H)*lc.Inter.time(bytes) + lc.Gamma*bytes*(lg(L)+lg(H))
+}
+
+func hierBroadcastCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	_, H, L, _ := l.shape()
+	return lg(H)*lc.Inter.time(bytes) + lg(L)*lc.Intra.time(bytes)
+}
+
+func hierBarrierCost(l Layout, _ float64, lc LinkCosts) float64 {
+	_, H, L, _ := l.shape()
+	intra := 0.0
+	if L > 1 {
+		intra = 2 * lc.Intra.Alpha
+	}
+	return intra + lg(H)*lc.Inter.Alpha
+}
+
+func hringAllGatherCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, _, _, _ := l.shape()
+	return float64(n-1) * l.ringStep(l.Order(), bytes/float64(n), lc)
+}
+
+func hringReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, _, _, _ := l.shape()
+	return hringAllGatherCost(l, bytes, lc) + lc.Gamma*bytes*float64(n-1)/float64(n)
+}
+
+// railSteps returns the steps of the multi-rail AllGather's phases: the
+// inter-host ring steps of the busiest rank (a proxy carries several
+// rails), and the intra-host steps of the busiest host (a step per block
+// of a composite, L−1 rounds).
+func (l Layout) railSteps() (inter, intra float64) {
+	_, H, R, Lmin := l.shape()
+	if H > 1 {
+		inter = float64((R+Lmin-1)/Lmin) * float64(H-1)
+	}
+	for h, rs := range l.Hosts {
+		most := 0
+		for i := range rs {
+			most = max(most, len(l.composite(h, i)))
 		}
-		return 2*float64(n-1)*ringStep(order, bytes/float64(n)) + reduce
-	case "hring":
-		return 2*float64(n-1)*ringStep(l.Order(), bytes/float64(n)) + reduce
-	case "hier":
-		intra := 2 * float64(L-1) * (lc.Intra.Alpha + lc.Intra.Beta*bytes/float64(L))
-		// Every rank of a host sends its 1/L share at once through the
-		// host's NIC: per step the NIC moves bytes/H.
-		inter := 2 * float64(H-1) * (lc.Inter.Alpha + lc.Inter.Beta*bytes/float64(H))
-		return intra + inter + reduce + lc.Gamma*bytes*float64(H-1)/float64(H)/float64(L)
+		intra = max(intra, float64((len(rs)-1)*most))
+	}
+	return inter, intra
+}
+
+func hierAllGatherCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, _, R, _ := l.shape()
+	block := bytes / float64(n)
+	inter, intra := l.railSteps()
+	// Per inter-host step a host's NIC carries one block of each of its
+	// R rails at most.
+	return inter*(lc.Inter.Alpha+float64(R)*lc.Inter.Beta*block) + intra*lc.Intra.time(block)
+}
+
+func hierReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, _, _, _ := l.shape()
+	inter, intra := l.railSteps()
+	return hierAllGatherCost(l, bytes, lc) + lc.Gamma*(inter+intra)*bytes/float64(n)
+}
+
+// LayoutCost estimates the time of algorithm name of collective c on layout
+// l for a call of bytes bytes: the LinkCost of the layout algorithm of that
+// name, or for AllReduce "ring" the flat ring's (FlatRingCost). It returns
+// +Inf for other names.
+func LayoutCost(c sched.Coll, name string, l Layout, bytes float64, lc LinkCosts) float64 {
+	if c == sched.AllReduce && name == "ring" {
+		return FlatRingCost(l, bytes, lc)
+	}
+	for _, a := range ForLayout(l) {
+		if a.Coll == c && a.Name == name {
+			return a.LinkCost(bytes, lc)
+		}
 	}
 	return math.Inf(1)
 }
 
 // ChooseAllReduce returns the cheapest AllReduce for layout l and a vector
-// of bytes bytes among the flat ring and the layout algorithms, by
-// LayoutCost.
+// of bytes bytes among the flat ring and the layout algorithms, by their
+// link costs.
 func ChooseAllReduce(l Layout, bytes float64, lc LinkCosts) string {
-	best, cost := "ring", LayoutCost(sched.AllReduce, "ring", l, bytes, lc)
-	for _, name := range []string{"hring", "hier"} {
-		if c := LayoutCost(sched.AllReduce, name, l, bytes, lc); c < cost {
-			best, cost = name, c
+	best, cost := "ring", FlatRingCost(l, bytes, lc)
+	for _, a := range ForLayout(l) {
+		if a.Coll != sched.AllReduce {
+			continue
+		}
+		if c := a.LinkCost(bytes, lc); c < cost {
+			best, cost = a.Name, c
 		}
 	}
 	return best

@@ -70,9 +70,9 @@ type Executor struct {
 	OnError func(error)
 
 	// Pin, if set, is called first on every worker goroutine the executor
-	// starts: the workers are the goroutines that poll the transport, and
-	// Pin may lock them to threads on chosen CPUs (topo.Pin). Set it
-	// before the first Run.
+	// starts, before the Run that starts it goes on: the workers are the
+	// goroutines that poll the transport, and Pin may lock them to
+	// threads on chosen CPUs (topo.Pin). Set it before the first Run.
 	Pin func()
 }
 
@@ -205,7 +205,12 @@ func (e *Executor) ensure(nops int, scratchBytes int) {
 		ch := make(chan task)
 		e.workers = append(e.workers, ch)
 		e.wg.Add(1)
-		go e.work(ch)
+		pinned := make(chan struct{})
+		go e.work(ch, pinned)
+		if e.Pin != nil {
+			// Pinned before the first Run that needs it returns.
+			<-pinned
+		}
 	}
 	if cap(e.scratch) < scratchBytes {
 		e.scratch = make([]byte, scratchBytes)
@@ -239,11 +244,12 @@ func (e *Executor) read(rd *reader) {
 	}
 }
 
-func (e *Executor) work(ch chan task) {
+func (e *Executor) work(ch chan task, pinned chan<- struct{}) {
 	defer e.wg.Done()
 	if e.Pin != nil {
 		e.Pin()
 	}
+	close(pinned)
 	for t := range ch {
 		err := e.runOp(t.ctx, t.r, t.op, t.slot)
 		if err != nil {

@@ -43,40 +43,72 @@ func (p *Planner) layoutAlgo(c sched.Coll, name string) (algo.Algorithm, bool) {
 	return algo.Algorithm{}, false
 }
 
-// chooseLayout applies the layout's algorithms to the flat choice best
-// (of cost bestCost).
-func (p *Planner) chooseLayout(s sched.Spec, elemSize int, best algo.Algorithm, bestCost float64) algo.Algorithm {
-	if p.hosts <= 1 || !slices.Contains([]sched.Coll{sched.AllReduce, sched.AllGather, sched.ReduceScatter, sched.Broadcast, sched.Barrier}, s.Coll) {
-		return best
+// SetInterLink sets the cost of a message between hosts (default: the
+// planner's model): the layout algorithms' messages between hosts are
+// costed with it, and so are the flat algorithms', which the model prices
+// as if every message crossed hosts. Init sets it from the NIC speed or
+// the topology file's link speed on a communicator that spans hosts. Call
+// it before the first collective.
+func (p *Planner) SetInterLink(l algo.Link) {
+	p.inter = &l
+	p.model.Alpha, p.model.Beta = l.Alpha, l.Beta
+}
+
+// InterLink returns what SetInterLink set, and false if it was not called.
+func (p *Planner) InterLink() (algo.Link, bool) {
+	if p.inter == nil {
+		return algo.Link{}, false
 	}
-	if s.Coll == sched.AllGather || s.Coll == sched.ReduceScatter {
-		// Recursive doubling's partners ignore the hosts as the flat
-		// ring's order does.
-		if best.Name == "ring" || (s.Coll == sched.AllGather && best.Name == "rd") {
-			if a, ok := p.layoutAlgo(s.Coll, "hring"); ok && a.Supports(s) {
-				return a
-			}
-		}
-		return best
-	}
+	return *p.inter, true
+}
+
+// Layout returns the layout SetLayout set, and false if there is none.
+func (p *Planner) Layout() (algo.Layout, bool) { return p.lay, p.layout != nil }
+
+// linkCosts returns the link classes the layout algorithms are costed with.
+func (p *Planner) linkCosts() algo.LinkCosts {
 	lc := algo.LinkCosts{Intra: algo.Link{Alpha: MemoryModel.Alpha, Beta: MemoryModel.Beta},
 		Inter: algo.Link{Alpha: p.model.Alpha, Beta: p.model.Beta}, Gamma: p.model.Gamma}
-	bytes := 0.0
-	if s.Coll != sched.Barrier {
-		bytes = float64(s.Count(0) * elemSize)
+	if p.inter != nil {
+		lc.Inter = *p.inter
 	}
-	if best.Name == "ring" && s.Coll == sched.AllReduce {
+	return lc
+}
+
+// layoutColls are the collectives with layout algorithms.
+var layoutColls = []sched.Coll{sched.AllReduce, sched.AllGather, sched.ReduceScatter, sched.Broadcast, sched.Reduce, sched.Barrier}
+
+// chooseLayout applies the layout's algorithms to the flat choice best
+// (of cost bestCost): the layout algorithm of the least link cost
+// (Algorithm.LinkCost) replaces best when it costs less. The flat ring's
+// cost is raised to what its host crossings cost; a flat AllGather or
+// ReduceScatter ring or recursive doubling, whose partners ignore the
+// hosts, is always replaced.
+func (p *Planner) chooseLayout(s sched.Spec, elemSize int, best algo.Algorithm, bestCost float64) algo.Algorithm {
+	if p.hosts <= 1 || !slices.Contains(layoutColls, s.Coll) {
+		return best
+	}
+	lc := p.linkCosts()
+	bytes, _ := callBytes(s, elemSize)
+	switch {
+	case s.Coll == sched.AllReduce && best.Name == "ring":
 		// The flat model does not see a ring's host crossings.
-		bestCost = math.Max(bestCost, algo.LayoutCost(s.Coll, "ring", p.lay, bytes, lc))
+		bestCost = math.Max(bestCost, algo.FlatRingCost(p.lay, bytes, lc))
+	case (s.Coll == sched.AllGather || s.Coll == sched.ReduceScatter) && (best.Name == "ring" || best.Name == "rd"):
+		bestCost = math.Inf(1)
 	}
-	for _, name := range algo.LayoutNames(s.Coll) {
-		a, ok := p.layoutAlgo(s.Coll, name)
-		if !ok || !a.Supports(s) {
+	var pick algo.Algorithm
+	pickCost := math.Inf(1)
+	for _, a := range p.layout {
+		if a.Coll != s.Coll || !a.Supports(s) {
 			continue
 		}
-		if c := algo.LayoutCost(s.Coll, name, p.lay, bytes, lc); c < bestCost {
-			best, bestCost = a, c
+		if c := a.LinkCost(bytes, lc); c < pickCost {
+			pick, pickCost = a, c
 		}
+	}
+	if pick.Build != nil && (pickCost < bestCost || math.IsInf(bestCost, 1)) {
+		return pick
 	}
 	return best
 }

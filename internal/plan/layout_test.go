@@ -21,8 +21,13 @@ func TestLayoutChoice(t *testing.T) {
 		{"no layout", nil, "", sched.AllReduce, 16 << 20, "hd"},
 		{"2x2 large", &consecutive, "", sched.AllReduce, 16 << 20, "hier"},
 		{"2x2 interleaved large", &interleaved, "", sched.AllReduce, 16 << 20, "hier"},
-		{"interleaved allgather", &interleaved, "", sched.AllGather, 4 << 20, "hring"},
-		{"interleaved reducescatter", &interleaved, "allreduce=ring", sched.ReduceScatter, 4 << 20, "rh"}, // only a flat ring becomes hring
+		// The multi-rail forms move (H−1)/H of the data through a NIC,
+		// the host-ordered ring (n−1)/n.
+		{"interleaved allgather", &interleaved, "", sched.AllGather, 4 << 20, "hier"},
+		{"interleaved reducescatter", &interleaved, "", sched.ReduceScatter, 4 << 20, "hier"},
+		{"allgather forced hring", &interleaved, "allgather=hring", sched.AllGather, 4 << 20, "hring"},
+		{"reduce small", &consecutive, "", sched.Reduce, 8, "hier"},
+		{"one host", &algo.Layout{Hosts: [][]int{{0, 1, 2, 3}}}, "", sched.AllGather, 4 << 20, "rd"},
 		{"barrier", &consecutive, "", sched.Barrier, 0, "hier"},
 		{"override", &consecutive, "allreduce=hring", sched.AllReduce, 8, "hring"},
 		{"override without layout", nil, "allreduce=hier", sched.AllReduce, 8, "hier"},
@@ -55,6 +60,27 @@ func TestLayoutChoice(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+	// A slow link between hosts (1 Gbit/s, from the NIC or the topology
+	// file) makes the rails worth their extra steps at a smaller size.
+	p := New(0, 16, NetworkModel, nil)
+	var hosts [][]int
+	for h := range 4 {
+		hosts = append(hosts, []int{4 * h, 4*h + 1, 4*h + 2, 4*h + 3})
+	}
+	if err := p.SetLayout(algo.Layout{Hosts: hosts}); err != nil {
+		t.Fatal(err)
+	}
+	small := sched.Uniform(sched.AllReduce, 16, 16, 0, false)
+	if a, _ := p.Choose(small, 4); a.Name != "leader" {
+		t.Errorf("4×4 at 64 B picks %s, want leader", a.Name)
+	}
+	mid := sched.Uniform(sched.AllReduce, 16, 16<<10, 0, false)
+	before, _ := p.Choose(mid, 4)
+	p.SetInterLink(algo.Link{Alpha: NetworkModel.Alpha, Beta: 8 / 1e9})
+	after, _ := p.Choose(mid, 4)
+	if before.Name != "leader" || after.Name != "hier" {
+		t.Errorf("4×4 at 64 KiB picks %s, and %s on 1 Gbit/s links; want leader, then hier", before.Name, after.Name)
 	}
 	if err := New(0, 4, NetworkModel, nil).SetLayout(algo.Layout{Hosts: [][]int{{0, 1}}}); err == nil {
 		t.Error("a layout of 2 of 4 ranks accepted")

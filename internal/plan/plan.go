@@ -127,6 +127,7 @@ type Planner struct {
 	layout []algo.Algorithm
 	lay    algo.Layout
 	hosts  int
+	inter  *algo.Link // SetInterLink; nil: the model's α and β
 
 	// last is the most recent uniform lookup: a loop of identical calls
 	// (the common case) finds its program without hashing or locking.
