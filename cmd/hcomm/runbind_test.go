@@ -96,7 +96,7 @@ func TestPollAffinity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			flags := append([]string{"--tag-output"}, tt.flags...)
-			code, stdout, stderr := launch(t, helperArgs(2, flags, "init", "allreduce", "threads")...)
+			code, stdout, stderr := launch(t, helperArgs(2, flags, "init", "bigallreduce", "threads")...)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, stderr)
 			}

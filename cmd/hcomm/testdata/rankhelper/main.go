@@ -24,6 +24,7 @@
 //	init           hcomm.Init; print init-ok
 //	barrier        a Barrier on the communicator of init
 //	allreduce      an AllReduce of one int64 on it
+//	bigallreduce   an AllReduce of 4 MiB on it (through the executor)
 //	close          close the communicator of init (finishing an HCOMM_TRACE file)
 //	enter          start an AllReduce on it and print entered once its flight
 //	               recorder shows it running
@@ -196,6 +197,9 @@ func do(rank int, action string) error {
 		return comm.Close()
 	case "allreduce":
 		v := []int64{1}
+		return hcomm.AllReduce(context.Background(), comm, v, v, hcomm.Sum)
+	case "bigallreduce":
+		v := make([]int64, 1<<19)
 		return hcomm.AllReduce(context.Background(), comm, v, v, hcomm.Sum)
 	case "enter":
 		go func() {
