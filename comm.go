@@ -87,6 +87,7 @@ type Comm struct {
 	grp   groupState   // small collectives as group calls of the transport
 	stall stall.Check  // compares calls across ranks when a collective stalls
 	group *stall.Group // NewLocal's communicators, for the stall check; nil in a job
+	slow  stall.Slow   // the peers the stall check found late, for the slow-peer warning
 
 	stateMu  sync.Mutex
 	state    atomic.Int32 // stateOK, stateClosed, stateFailed

@@ -37,6 +37,21 @@ func (v *stallView) Mismatch(seq uint64, name string, peer int, err error) {
 	(*Comm)(v).fail(&OpError{Op: name, Rank: v.rank, Peer: peer, Seq: seq, Err: err})
 }
 
+// Late is told by each stall check which ranks had not entered collective
+// seq yet; persistent stragglers get a warning (logSlow).
+func (v *stallView) Late(seq uint64, name string, late []int) {
+	c := (*Comm)(v)
+	if slow := c.slow.Note(c.rank, c.size, seq, late, time.Now()); slow != nil {
+		c.logSlow(seq, name, slow)
+	}
+	if testLateNoted != nil {
+		testLateNoted(c, seq, late)
+	}
+}
+
+// testLateNoted, set by tests, is told of every Late.
+var testLateNoted func(c *Comm, seq uint64, late []int)
+
 // CallsOf returns each rank's call of collective seq: from the peers'
 // flight recorders under NewLocal, through the dump protocol in a job.
 func (v *stallView) CallsOf(seq uint64) []string {

@@ -49,6 +49,13 @@ type Comm interface {
 	Mismatch(seq uint64, name string, peer int, err error)
 }
 
+// A LateReporter is a Comm told, after each check that found no
+// mismatch, which ranks had not entered the collective yet (Slow finds
+// the persistent ones among them).
+type LateReporter interface {
+	Late(seq uint64, name string, late []int)
+}
+
 // Check is a communicator's stall checker. Its one timer is armed lazily,
 // as opctx's is: a collective only records its start, and the timer, when
 // it fires, checks the collective running then (if it has run long
@@ -122,8 +129,11 @@ func (s *Check) fire() {
 	seq, name, fp := s.seq.Load(), s.name, s.fp
 	s.mu.Unlock()
 	rank := s.c.Rank()
-	if peer, err := Compare(rank, seq, name, &fp, s.c.CallsOf(seq)); err != nil && s.c.Healthy() {
+	calls := s.c.CallsOf(seq)
+	if peer, err := Compare(rank, seq, name, &fp, calls); err != nil && s.c.Healthy() {
 		s.c.Mismatch(seq, name, peer, err)
+	} else if l, ok := s.c.(LateReporter); ok && err == nil {
+		l.Late(seq, name, Late(rank, calls))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
