@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/stream"
 )
 
 // An Observer is told about a communicator's collectives as they start and
@@ -19,6 +20,10 @@ type Observer struct {
 	OpStart func(OpEvent)
 	// OpEnd is called when it returns, with its Duration and error.
 	OpEnd func(OpEvent)
+	// Stream is called as a stream made by the communicator's
+	// NewStream records an event, waits for one, or runs an item of work
+	// (on the stream's goroutine; free-standing streams report nothing).
+	Stream func(StreamEvent)
 	// BucketLaunch is called when a Bucketer of the communicator
 	// launches a bucket's reduction (on the goroutine that triggered it,
 	// under the Bucketer's lock).
@@ -35,6 +40,21 @@ type BucketEvent struct {
 	NotReady int       // of which not ready (they contribute zeros)
 	Flushed  bool      // launched by Flush or Wait rather than by readiness or the window
 	At       time.Time // when it was launched
+}
+
+// A StreamEvent describes what a stream did, for an Observer.
+type StreamEvent struct {
+	Comm   string // the identity of the communicator that made the stream
+	Rank   int
+	Stream string // the stream's name
+	// Kind is "record" (an event recorded), "wait" (a wait for an
+	// event), or the work the stream ran: the collective's name
+	// ("AllReduce", …, "Send") or "Go".
+	Kind     string
+	Event    string // the event recorded or awaited; "" for work
+	Start    time.Time
+	Duration time.Duration // of a wait or of the work; 0 for a record
+	Err      error         // the item's error (a record's: the stream's sticky error it carries)
 }
 
 // An OpEvent describes one collective for an Observer.
@@ -91,5 +111,13 @@ func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
 			ev.Wait = max(t.Sub(ev.Start), 0)
 		}
 		o.OpEnd(*ev)
+	}
+}
+
+// streamHook returns the hook that tells f what stream s does.
+func (c *Comm) streamHook(f func(StreamEvent), s *stream.Stream[collArgs]) stream.Hook {
+	return func(what, event string, start time.Time, d time.Duration, err error) {
+		f(StreamEvent{Comm: c.id, Rank: c.rank, Stream: s.Name(), Kind: what, Event: event,
+			Start: start, Duration: d, Err: err})
 	}
 }

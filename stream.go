@@ -86,6 +86,7 @@ var collOps = stream.Ops[collArgs]{
 	Skip: func(s string, a *collArgs, sticky error) {
 		a.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s, a.name(), sticky))
 	},
+	Name: func(a *collArgs) string { return a.name() },
 }
 
 // NewStream returns a free-standing stream. The name
@@ -116,6 +117,9 @@ func (c *Comm) NewStream(name string) *Stream {
 	}
 	c.streams[s] = struct{}{}
 	c.streamsMu.Unlock()
+	if o := c.set.observer; o != nil && o.Stream != nil {
+		s.s.SetHook(c.streamHook(o.Stream, &s.s))
+	}
 	s.s.Start(name, prefix, c.set.timeout, collOps, s.forget)
 	return s
 }

@@ -12,13 +12,14 @@ import (
 // traceFile writes a rank's collectives to a trace-event file
 // (HCOMM_TRACE), which Perfetto and chrome://tracing open and `hcomm trace
 // merge` joins across ranks: process = the world rank, one thread per
-// communicator, one slice per collective with its description as args. It
+// communicator, one slice per collective with its description as args,
+// and one thread per stream with its records, waits and work. It
 // observes through an Observer, after the program's own.
 type traceFile struct {
 	mu   sync.Mutex
 	w    *traceevent.Writer // nil once closed
 	pid  int
-	tids map[string]int // per communicator
+	tids map[string]int // per communicator ("comm ID") and stream ("stream NAME")
 	user *Observer
 }
 
@@ -40,7 +41,7 @@ func openTrace(pattern string, rank int, user *Observer) (*traceFile, error) {
 
 // observer returns the Observer that feeds the file and the program's.
 func (t *traceFile) observer() *Observer {
-	o := &Observer{OpEnd: t.opEnd, BucketLaunch: t.bucketLaunch}
+	o := &Observer{OpEnd: t.opEnd, BucketLaunch: t.bucketLaunch, Stream: t.stream}
 	if t.user != nil {
 		o.OpStart = t.user.OpStart
 	}
@@ -49,14 +50,47 @@ func (t *traceFile) observer() *Observer {
 
 // tid returns communicator comm's thread, naming it the first time.
 // t.mu is held.
-func (t *traceFile) tid(comm string) int {
-	tid, ok := t.tids[comm]
+func (t *traceFile) tid(comm string) int { return t.thread("comm " + comm) }
+
+// thread returns the thread named name, naming it the first time. t.mu
+// is held.
+func (t *traceFile) thread(name string) int {
+	tid, ok := t.tids[name]
 	if !ok {
 		tid = len(t.tids)
-		t.tids[comm] = tid
-		t.w.Thread(t.pid, tid, "comm "+comm)
+		t.tids[name] = tid
+		t.w.Thread(t.pid, tid, name)
 	}
 	return tid
+}
+
+// stream writes what a stream did on the stream's own thread: records as
+// instants, waits and work as slices.
+func (t *traceFile) stream(e StreamEvent) {
+	if t.user != nil && t.user.Stream != nil {
+		t.user.Stream(e)
+	}
+	args := map[string]any{"comm": e.Comm, "stream": e.Stream}
+	if e.Event != "" {
+		args["event"] = e.Event
+	}
+	if e.Err != nil {
+		args["error"] = e.Err.Error()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w == nil {
+		return
+	}
+	tid := t.thread("stream " + e.Stream)
+	switch e.Kind {
+	case "record":
+		t.w.Instant(t.pid, tid, "record "+e.Event, "stream", e.Start, args)
+	case "wait":
+		t.w.Slice(t.pid, tid, "wait "+e.Event, "stream", e.Start, e.Duration, args)
+	default:
+		t.w.Slice(t.pid, tid, e.Kind, "stream", e.Start, e.Duration, args)
+	}
 }
 
 func (t *traceFile) bucketLaunch(e BucketEvent) {

@@ -48,7 +48,17 @@ type Ops[C any] struct {
 	// Skip is called instead of Run for an operation reached after the
 	// stream failed with sticky.
 	Skip func(stream string, op *C, sticky error)
+	// Name names an operation for a Hook (nil: "op").
+	Name func(op *C) string
 }
+
+// A Hook is told what a stream's goroutine does, as it does it: each
+// event record (what is the event's name, d zero), each wait for an event
+// (what "wait", event the awaited one's name, d how long it waited), each
+// operation or function it ran (what is Ops.Name's or "Go"; event ""),
+// with the item's error. It runs on the stream's goroutine and must
+// return quickly.
+type Hook func(what, event string, start time.Time, d time.Duration, err error)
 
 // Stream is an ordered queue of work and the goroutine that runs it. Its
 // zero value is unusable: Start it in place.
@@ -59,6 +69,7 @@ type Stream[C any] struct {
 	clock   clock.Clock   // times events; nil: the system clock (tests set a clock.Fake)
 	ops     Ops[C]
 	onExit  func()
+	hook    Hook // nil: none
 
 	mu      sync.Mutex
 	q       []item[C] // ring buffer of pending items
@@ -121,6 +132,10 @@ func (s *Stream[C]) Start(name, prefix string, timeout time.Duration, ops Ops[C]
 	s.ctx.Reset()
 	go s.loop() // a func value: starting the goroutine allocates no closure
 }
+
+// SetHook makes the stream tell h what it does. It must be called before
+// Start.
+func (s *Stream[C]) SetHook(h Hook) { s.hook = h }
 
 // SetClock makes the stream time its event records with c. It must be
 // called before anything is enqueued.
@@ -341,6 +356,42 @@ func (s *Stream[C]) recycle() {
 
 // exec runs one item. sticky is the stream's error when it started.
 func (s *Stream[C]) exec(it *item[C], sticky error) error {
+	if s.hook != nil {
+		return s.execHooked(it, sticky)
+	}
+	return s.exec1(it, sticky)
+}
+
+// execHooked is exec telling the hook.
+func (s *Stream[C]) execHooked(it *item[C], sticky error) error {
+	c := clock.Or(s.clock)
+	start := c.Now()
+	err := s.exec1(it, sticky)
+	switch it.kind {
+	case itemRecord:
+		s.hook("record", it.ev.Name(), start, 0, sticky)
+	case itemWait:
+		if sticky == nil {
+			s.hook("wait", it.ev.Name(), start, c.Now().Sub(start), err)
+		}
+	case itemFunc:
+		if sticky == nil {
+			s.hook("Go", "", start, c.Now().Sub(start), err)
+		}
+	case itemOp:
+		if sticky == nil {
+			what := "op"
+			if s.ops.Name != nil {
+				what = s.ops.Name(&it.op)
+			}
+			s.hook(what, "", start, c.Now().Sub(start), err)
+		}
+	}
+	return err
+}
+
+// exec1 runs one item.
+func (s *Stream[C]) exec1(it *item[C], sticky error) error {
 	switch it.kind {
 	case itemRecord:
 		it.ev.complete(it.gen, sticky, clock.Or(s.clock).Now())
