@@ -112,6 +112,7 @@ func run(ctx context.Context, cfg config, stdin io.Reader, out io.Writer) error 
 		obs := &hcomm.Observer{
 			OpEnd:        func(e hcomm.OpEvent) { ms[e.Rank].opEnd(e) },
 			BucketLaunch: func(e hcomm.BucketEvent) { ms[e.Rank].bucketLaunch(e) },
+			Stream:       func(e hcomm.StreamEvent) { ms[e.Rank].stream(e) },
 		}
 		cs, err := hcomm.NewLocal(ctx, cfg.local, &hcomm.Config{Observer: obs})
 		if err != nil {
@@ -164,7 +165,7 @@ func run(ctx context.Context, cfg config, stdin io.Reader, out io.Writer) error 
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "rank %d: done: %d AllReduce, %d Broadcast of %d bytes\n", rank, cfg.iters, cfg.iters, 4*cfg.elems)
+	fmt.Fprintf(out, "rank %d: done: %d AllReduce, %d Broadcast, %d AllReduce on a stream, of %d bytes\n", rank, cfg.iters, cfg.iters, cfg.iters, 4*cfg.elems)
 	switch cfg.hold {
 	case "signal":
 		<-ctx.Done()
@@ -191,5 +192,17 @@ func work(ctx context.Context, c *hcomm.Comm, cfg config) error {
 			return err
 		}
 	}
-	return nil
+	// The same AllReduces on a stream, after a wait for an event of
+	// another stream: the stream metrics' wait and work.
+	compute, comm := c.NewStream("compute"), c.NewStream("comm")
+	defer compute.Close()
+	defer comm.Close()
+	for range cfg.iters {
+		ready := compute.Record()
+		comm.WaitEvent(ready)
+		if err := hcomm.AllReduceAsync(comm, c, x, x, hcomm.Sum); err != nil {
+			return err
+		}
+	}
+	return comm.Synchronize(ctx)
 }

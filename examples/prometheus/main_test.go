@@ -96,12 +96,16 @@ func checkRank(t *testing.T, fams map[string]*dto.MetricFamily, rank, size, iter
 		if len(ops) != 1 {
 			t.Fatalf("rank %d %s: %d series of hcomm_collectives_total, want 1 (one algorithm)", rank, op, len(ops))
 		}
-		if got := ops[0].GetCounter().GetValue(); got != float64(iters) || label(ops[0], "algo") == "" {
-			t.Errorf("rank %d %s: %v collectives by algo %q, want %d", rank, op, got, label(ops[0], "algo"), iters)
+		n := iters
+		if op == "AllReduce" {
+			n = 2 * iters // also on the stream
+		}
+		if got := ops[0].GetCounter().GetValue(); got != float64(n) || label(ops[0], "algo") == "" {
+			t.Errorf("rank %d %s: %v collectives by algo %q, want %d", rank, op, got, label(ops[0], "algo"), n)
 		}
 		want["algo"] = label(ops[0], "algo")
-		if b := series(fams, "hcomm_collective_bytes_total", want); len(b) != 1 || b[0].GetCounter().GetValue() != float64(iters*4*elems) {
-			t.Errorf("rank %d %s: bytes %v, want %d", rank, op, b, iters*4*elems)
+		if b := series(fams, "hcomm_collective_bytes_total", want); len(b) != 1 || b[0].GetCounter().GetValue() != float64(n*4*elems) {
+			t.Errorf("rank %d %s: bytes %v, want %d", rank, op, b, n*4*elems)
 		}
 		// Every rank of an AllReduce moves at least one message, and a
 		// Broadcast's non-root ranks receive at least one.
@@ -110,12 +114,18 @@ func checkRank(t *testing.T, fams map[string]*dto.MetricFamily, rank, size, iter
 		}
 		for _, h := range []string{"hcomm_collective_duration_seconds", "hcomm_collective_wait_seconds"} {
 			s := series(fams, h, want)
-			if len(s) != 1 || s[0].GetHistogram().GetSampleCount() != uint64(iters) {
-				t.Fatalf("rank %d %s: %s %v, want %d samples", rank, op, h, s, iters)
+			if len(s) != 1 || s[0].GetHistogram().GetSampleCount() != uint64(n) {
+				t.Fatalf("rank %d %s: %s %v, want %d samples", rank, op, h, s, n)
 			}
 			if h == "hcomm_collective_duration_seconds" && !(s[0].GetHistogram().GetSampleSum() > 0) {
 				t.Errorf("rank %d %s: total duration %v", rank, op, s[0].GetHistogram().GetSampleSum())
 			}
+		}
+	}
+	for _, k := range []struct{ stream, kind string }{{"comm", "wait"}, {"comm", "AllReduce"}} {
+		s := series(fams, "hcomm_stream_seconds", map[string]string{"rank": rl, "comm": comm, "stream": k.stream, "kind": k.kind})
+		if len(s) != 1 || s[0].GetHistogram().GetSampleCount() != uint64(iters) {
+			t.Errorf("rank %d: stream %s %s: %v, want %d samples", rank, k.stream, k.kind, s, iters)
 		}
 	}
 	if f := series(fams, "hcomm_collective_failures_total", map[string]string{"rank": rl}); len(f) != 0 {

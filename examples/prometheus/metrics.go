@@ -10,8 +10,8 @@ import (
 
 // Metrics exports a rank's collectives to Prometheus through an
 // hcomm.Observer: counts, bytes, chunks, latency and wait histograms per
-// communicator, collective and algorithm, failures by cause, and the
-// Bucketer's launches. The core library does not import the Prometheus
+// communicator, collective and algorithm, failures by cause, the
+// Bucketer's launches, and the time streams spend waiting and working. The core library does not import the Prometheus
 // client; this adapter is all the glue a program needs.
 type Metrics struct {
 	ops      *prometheus.CounterVec
@@ -22,6 +22,7 @@ type Metrics struct {
 	failures *prometheus.CounterVec
 	buckets  *prometheus.CounterVec
 	unready  *prometheus.CounterVec
+	streams  *prometheus.HistogramVec
 
 	// The children of the vectors per (comm, op, algo), looked up once:
 	// With(labels) builds a map on every call, which an Observer running
@@ -64,6 +65,9 @@ func NewMetrics() *Metrics {
 			Name: "hcomm_bucket_launches_total", Help: "Bucketer launches, by how they were triggered."}, []string{"comm", "by"}),
 		unready: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hcomm_bucket_unready_tensors_total", Help: "Tensors launched before they were ready (they contributed zeros)."}, []string{"comm"}),
+		streams: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hcomm_stream_seconds", Help: "What streams spent their time on: waits for events (kind=wait) and work (kind=AllReduce, …, Go).",
+			Buckets: latencyBuckets}, []string{"comm", "stream", "kind"}),
 		cache: map[opKey]*opMetrics{},
 	}
 	return m
@@ -73,7 +77,7 @@ func NewMetrics() *Metrics {
 // rank) to every series. Metrics may be registered with several registries.
 func (m *Metrics) Register(reg prometheus.Registerer, labels prometheus.Labels) error {
 	reg = prometheus.WrapRegistererWith(labels, reg)
-	for _, c := range []prometheus.Collector{m.ops, m.bytes, m.chunks, m.latency, m.wait, m.failures, m.buckets, m.unready} {
+	for _, c := range []prometheus.Collector{m.ops, m.bytes, m.chunks, m.latency, m.wait, m.failures, m.buckets, m.unready, m.streams} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -84,9 +88,12 @@ func (m *Metrics) Register(reg prometheus.Registerer, labels prometheus.Labels) 
 // Observer returns an hcomm.Observer feeding m, calling next's funcs too
 // (next may be nil).
 func (m *Metrics) Observer(next *hcomm.Observer) *hcomm.Observer {
-	o := &hcomm.Observer{OpEnd: m.opEnd, BucketLaunch: m.bucketLaunch}
+	o := &hcomm.Observer{OpEnd: m.opEnd, BucketLaunch: m.bucketLaunch, Stream: m.stream}
 	if next != nil {
 		o.OpStart = next.OpStart
+		if f := next.Stream; f != nil {
+			o.Stream = func(e hcomm.StreamEvent) { m.stream(e); f(e) }
+		}
 		if f := next.OpEnd; f != nil {
 			o.OpEnd = func(e hcomm.OpEvent) { m.opEnd(e); f(e) }
 		}
@@ -152,4 +159,12 @@ func (m *Metrics) bucketLaunch(e hcomm.BucketEvent) {
 	if e.NotReady > 0 {
 		m.unready.WithLabelValues(e.Comm).Add(float64(e.NotReady))
 	}
+}
+
+// stream records a stream's waits and work (records take no time).
+func (m *Metrics) stream(e hcomm.StreamEvent) {
+	if e.Kind == "record" {
+		return
+	}
+	m.streams.WithLabelValues(e.Comm, e.Stream, e.Kind).Observe(e.Duration.Seconds())
 }
