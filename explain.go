@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -53,7 +54,10 @@ func (e PlanExplanation) String() string {
 // "Broadcast", … as OpEvent names them; case does not matter) on count
 // elements of dt per rank (a rank's block for AllGather, ReduceScatter,
 // Gather and Scatter; per peer for AllToAll), root 0, and why. It sends
-// nothing; every rank computes the same answer.
+// nothing; every rank computes the same answer. Small collectives of a
+// communicator whose ranks share a host run on the shared segment's slots
+// without the planner: Algo is then "shm-slots", and the Reason says what
+// the planner would pick.
 func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, error) {
 	coll, ok := collByName(op)
 	if !ok || count < 0 || dt.Size() == 0 {
@@ -68,6 +72,12 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 	}
 	x := PlanExplanation{Op: coll.String(), DType: dt, Count: count, Algo: e.Pick, Forced: e.Forced,
 		RunnerUp: e.RunnerUp, Reason: e.Reason(), table: e.String()}
+	if c.groupFits(&call{coll: coll, count: count, dt: reduce.DType(dt)}) {
+		// Small calls of a host-local communicator bypass the planner.
+		x.Algo, x.Forced = groupAlgo, false
+		x.Reason = groupAlgo + ": small, every rank on this host: slots in the shared segment (the planner's pick otherwise: " + x.Reason + ")"
+		x.table += "\n" + x.Reason
+	}
 	for _, k := range e.Candidates {
 		pc := PlanCandidate{Algo: k.Name, Layout: k.Layout, Supported: !math.IsInf(k.Time, 1)}
 		if pc.Supported {
