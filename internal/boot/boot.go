@@ -56,6 +56,11 @@ type Options struct {
 	// socket polls (TCP): 0 when the ranks on this machine outnumber its
 	// CPUs, a positive value always, a negative value never.
 	Yield int
+	// KeepProcs leaves GOMAXPROCS alone (the environment sets it).
+	// Otherwise, when the ranks on this machine outnumber its CPUs and
+	// Yield is not negative, Connect lowers GOMAXPROCS to the rank's share
+	// of the CPUs (see Procs).
+	KeepProcs bool
 	// TCPPoll is tcp.Config.PollFor.
 	TCPPoll time.Duration
 	Logger  *slog.Logger
@@ -118,6 +123,21 @@ func reportJoining(ctx context.Context, kv store.Store, o Options, next *atomic.
 		o.Logger.Info(fmt.Sprintf("%d/%d ranks joined; waiting for %s", joined, o.Size, strings.Join(missing, ", ")),
 			"comm", o.CommID, "rank", o.Rank)
 	}
+}
+
+// Procs is the GOMAXPROCS of a process that holds mine of the sharing ranks
+// of a machine with cpus CPUs and now has procs: its share of the CPUs (at
+// least 1) when the ranks outnumber the CPUs, as `hcomm run` gives its
+// local ranks, else procs; never more than procs. Ranks that each keep a
+// scheduler thread per CPU on an oversubscribed machine take the CPUs from
+// each other's busy threads: spare threads spin for work and wake-ups cross
+// threads, which costs a small collective across network namespaces three
+// times its time.
+func Procs(sharing, mine, cpus, procs int) int {
+	if sharing <= cpus {
+		return procs
+	}
+	return min(procs, max(1, cpus*max(1, mine)/sharing))
 }
 
 // yieldSetting is shm.Config.Yield for a decision already taken.
@@ -188,13 +208,26 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	remote := false
 	// Ranks that share this machine's CPUs: the same kernel (boot id),
 	// whatever their host identity (network namespaces) or transport.
-	sharing := 0
+	// Of them, mine are this process's (ranks as goroutines of one test
+	// or program).
+	sharing, mine := 0, 0
 	for _, c := range cards {
 		if c.Host == o.Host || (me.Machine != "" && c.Machine == me.Machine) {
 			sharing++
+			if c.PID == me.PID {
+				mine++
+			}
 		}
 	}
 	oversub := o.Yield > 0 || (o.Yield == 0 && sharing > runtime.NumCPU())
+	if !o.KeepProcs && o.Yield >= 0 {
+		cur := runtime.GOMAXPROCS(0)
+		if n := Procs(sharing, mine, runtime.NumCPU(), cur); n < cur {
+			runtime.GOMAXPROCS(n)
+			o.Logger.Info("hcomm: the ranks sharing this machine outnumber its CPUs: GOMAXPROCS lowered (set GOMAXPROCS or HCOMM_YIELD=0 to keep it)",
+				"ranks", sharing, "cpus", runtime.NumCPU(), "from", cur, "to", n)
+		}
+	}
 	addrs := make([]string, o.Size)
 	for r, c := range cards {
 		switch {

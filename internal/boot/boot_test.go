@@ -23,3 +23,24 @@ func TestMachineAndHostID(t *testing.T) {
 		t.Error("yieldSetting does not force the decision")
 	}
 }
+
+func TestProcs(t *testing.T) {
+	for _, tc := range []struct{ sharing, mine, cpus, procs, want int }{
+		{1, 1, 2, 2, 2},    // alone
+		{2, 1, 2, 2, 2},    // as many ranks as CPUs: left alone
+		{4, 1, 2, 2, 1},    // four ranks in namespaces on two CPUs
+		{4, 1, 2, 1, 1},    // already lowered (hcomm run's local ranks)
+		{3, 1, 2, 8, 1},    // never below 1
+		{16, 1, 8, 8, 1},   // twice as many ranks as CPUs
+		{9, 1, 8, 8, 1},    // one rank too many
+		{4, 1, 64, 64, 64}, // a big host with few ranks
+		{4, 4, 2, 2, 2},    // every rank in this process: its share is every CPU
+		{8, 4, 2, 2, 1},    // half the ranks here, on two CPUs
+		{16, 8, 8, 8, 4},   // half the ranks here, on eight CPUs
+		{4, 0, 2, 2, 1},    // mine unknown: counted as one
+	} {
+		if got := Procs(tc.sharing, tc.mine, tc.cpus, tc.procs); got != tc.want {
+			t.Errorf("Procs(%d ranks, %d here, %d CPUs, GOMAXPROCS %d) = %d, want %d", tc.sharing, tc.mine, tc.cpus, tc.procs, got, tc.want)
+		}
+	}
+}

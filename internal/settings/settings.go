@@ -97,6 +97,9 @@ type Values struct {
 	RankTable      string // topology file path, or ""
 	CPUAffinity    string // HCOMM_CPU_AFFINITY as given ("" = auto), checked by the topology layer
 	Trace          string // trace-event file name pattern (HCOMM_TRACE), or ""
+	// ProcsSet says the environment sets GOMAXPROCS: oversubscribed ranks
+	// then keep it rather than lowering it to their share of the CPUs.
+	ProcsSet bool
 
 	// Source records, per variable name, where a value that is not the
 	// default came from: "env" or "config".
@@ -478,6 +481,9 @@ func Load(lookup func(string) (string, bool)) (Values, error) {
 			return v, fmt.Errorf("%s=%q: %w", d.Name, s, err)
 		}
 		v.Source[d.Name] = "env"
+	}
+	if s, ok := lookup("GOMAXPROCS"); ok && s != "" {
+		v.ProcsSet = true
 	}
 	v.RankErr = v.rankSize(lookup)
 	ids := make([]string, len(jobIDVars))

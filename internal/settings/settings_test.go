@@ -170,7 +170,7 @@ func TestLoad(t *testing.T) {
 		"HCOMM_CONNECT_TIMEOUT": "30", "HCOMM_TRANSPORT": "TCP", "HCOMM_NSOCKS": "4", "HCOMM_SHM_CMA": "1M",
 		"HCOMM_YIELD": "0", "HCOMM_TCP_POLL": "0", "HCOMM_ZERO_COPY": "1M", "HCOMM_CHECKSUM": "1", "HCOMM_CHECK_RESULTS": "true",
 		"HCOMM_DUMP_SIGNAL": "SIGUSR1", "HCOMM_HOSTNAME": "node7", "HCOMM_RANK": "2", "HCOMM_SIZE": "4",
-		"SLURM_JOB_ID": "77", "MASTER_ADDR": "10.0.0.1",
+		"SLURM_JOB_ID": "77", "MASTER_ADDR": "10.0.0.1", "GOMAXPROCS": "3",
 	}
 	v, err = Load(lookupIn(env))
 	if err != nil {
@@ -179,7 +179,7 @@ func TestLoad(t *testing.T) {
 	want := Values{Rank: 2, Size: 4, RankVars: "HCOMM_RANK,HCOMM_SIZE", Launcher: "hcomm", LocalRank: -1, MasterAddr: "10.0.0.1", MasterPort: "29500",
 		JobID: "77//", Timeout: 0, Algo: "ring", ChunkBytes: 4 << 20, Debug: "INFO", ConnectTimeout: 30 * time.Second,
 		Transport: "tcp", NSocks: 4, Hostname: "node7", ShmCMA: 1 << 20, ZeroCopy: 1 << 20, Yield: -1, TCPPoll: -1, Checksum: true,
-		CheckResults: true, DumpSignal: "USR1"}
+		CheckResults: true, DumpSignal: "USR1", ProcsSet: true}
 	want.Source = v.Source
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("Load = %+v\nwant %+v", v, want)
