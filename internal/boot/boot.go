@@ -140,6 +140,21 @@ func Procs(sharing, mine, cpus, procs int) int {
 	return min(procs, max(1, cpus*max(1, mine)/sharing))
 }
 
+// OversubscribedPoll is how long a TCP receive polls (yielding the CPU
+// between polls) when the ranks on this machine outnumber its CPUs and
+// HCOMM_TCP_POLL is not set: longer than tcp.DefaultPollFor, since the
+// peer it waits for may first need the CPU of a rank that yields it, and a
+// wake-up from the network poller then costs more than the polls.
+const OversubscribedPoll = 200 * time.Microsecond
+
+// pollFor is tcp.Config.PollFor for the setting d (0: default).
+func pollFor(d time.Duration, oversub bool) time.Duration {
+	if d == 0 && oversub {
+		return OversubscribedPoll
+	}
+	return d
+}
+
 // yieldSetting is shm.Config.Yield for a decision already taken.
 func yieldSetting(on bool) int {
 	if on {
@@ -270,7 +285,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
 			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger,
-			PollFor: o.TCPPoll, Yield: oversub})
+			PollFor: pollFor(o.TCPPoll, oversub), Yield: oversub})
 		if err != nil {
 			return fail(err)
 		}

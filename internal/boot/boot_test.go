@@ -3,6 +3,7 @@ package boot
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMachineAndHostID(t *testing.T) {
@@ -41,6 +42,24 @@ func TestProcs(t *testing.T) {
 	} {
 		if got := Procs(tc.sharing, tc.mine, tc.cpus, tc.procs); got != tc.want {
 			t.Errorf("Procs(%d ranks, %d here, %d CPUs, GOMAXPROCS %d) = %d, want %d", tc.sharing, tc.mine, tc.cpus, tc.procs, got, tc.want)
+		}
+	}
+}
+
+func TestPollFor(t *testing.T) {
+	for _, tc := range []struct {
+		set     time.Duration
+		oversub bool
+		want    time.Duration
+	}{
+		{0, false, 0}, // the transport's default
+		{0, true, OversubscribedPoll},
+		{-1, true, -1}, // never poll, as set
+		{time.Millisecond, true, time.Millisecond},
+		{time.Millisecond, false, time.Millisecond},
+	} {
+		if got := pollFor(tc.set, tc.oversub); got != tc.want {
+			t.Errorf("pollFor(%v, oversubscribed %v) = %v, want %v", tc.set, tc.oversub, got, tc.want)
 		}
 	}
 }

@@ -315,7 +315,7 @@ var Table = []Var{
 			return map[int]string{0: "auto", 1: "1", -1: "0"}[v.Yield]
 		}},
 	{Name: "HCOMM_TCP_POLL", Type: "duration", Default: "50us", Field: "TCPPoll",
-		Doc: "how long a TCP receive of a small message polls before blocking; 0 = never",
+		Doc: "how long a TCP receive of a small message polls before blocking; 0 = never; unset: 200us when ranks outnumber CPUs",
 		parse: func(v *Values, s string) error {
 			d, err := ParseDuration(s)
 			if err != nil {
