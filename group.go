@@ -8,6 +8,7 @@ import (
 )
 
 // Small collectives of a communicator whose ranks all share one host run
+// (every collective but the V forms, up to 1 KiB per rank's contribution)
 // as group calls of the shared-memory transport (transport.Group): every
 // rank publishes its contribution and fingerprint in its own slot of the
 // segment and reads the others', in one step, with no program, planner or
@@ -21,20 +22,21 @@ import (
 // pays for neither.
 
 // groupColls are the collectives with a group form.
-var groupColls = [...]sched.Coll{sched.Barrier, sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather}
+var groupColls = [...]sched.Coll{sched.Barrier, sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather,
+	sched.Gather, sched.ReduceScatter, sched.Scatter, sched.AllToAll}
 
 // groupAlgo names the group path where an algorithm is reported.
 const groupAlgo = "shm-slots"
 
 // groupState is a communicator's group-call setup.
 type groupState struct {
-	g     transport.Group // nil: no group calls
-	max   int             // bytes
-	colls [sched.Barrier + 1]bool
-	slot  int      // the running call's flight-recorder slot
-	armed bool     // the running call's deadline and stall check are armed
-	end   func()   // ends the armed deadline
-	arm   groupArm // c, as the transport.Deferred of its calls
+	g     transport.Group          // nil: no group calls
+	max   int                      // bytes
+	colls [sched.Barrier + 1]uint8 // per collective: 0 no group form, else the blocks a contribution holds
+	slot  int                      // the running call's flight-recorder slot
+	armed bool                     // the running call's deadline and stall check are armed
+	end   func()                   // ends the armed deadline
+	arm   groupArm                 // c, as the transport.Deferred of its calls
 }
 
 // initGroup finds out whether t runs group calls for every rank.
@@ -52,16 +54,28 @@ func (c *Comm) initGroup(t transport.Transport) {
 	c.grp.g, c.grp.max = g, g.GroupMax()
 	for _, k := range groupColls {
 		if _, forced := c.set.overrides[k]; !forced {
-			c.grp.colls[k] = true
+			c.grp.colls[k] = 1
+			if k == sched.ReduceScatter || k == sched.Scatter || k == sched.AllToAll {
+				// A rank contributes a block for every rank.
+				c.grp.colls[k] = uint8(min(c.size, 255))
+			}
 		}
 	}
 	c.grp.arm = groupArm{c}
 }
 
-// groupFits reports whether k runs as a group call.
+// groupFits reports whether k runs as a group call: its collective has a
+// group form, not forced to an algorithm, and a rank's contribution fits
+// a slot.
 func (c *Comm) groupFits(k *call) bool {
-	return c.grp.g != nil && k.spec == nil && int(k.coll) < len(c.grp.colls) && c.grp.colls[k.coll] &&
-		k.count <= c.grp.max/k.dt.Size()
+	if c.grp.g == nil || k.spec != nil || int(k.coll) >= len(c.grp.colls) {
+		return false
+	}
+	blocks := int(c.grp.colls[k.coll])
+	if blocks == 0 || c.size > 255 {
+		return false
+	}
+	return k.count <= c.grp.max/(k.dt.Size()*blocks)
 }
 
 // groupArm arms a group call's deadline and stall check when the transport

@@ -61,6 +61,10 @@ func TestGroupPath(t *testing.T) {
 		{"Broadcast 1 KiB", func() error { return Broadcast(ctx, c, small, 1) }},
 		{"Reduce", func() error { return Reduce(ctx, c, small, out[:256], Max, 0) }},
 		{"AllGather 1 KiB per rank", func() error { return AllGather(ctx, c, small, out) }},
+		{"Gather", func() error { return Gather(ctx, c, small, out, 0) }},
+		{"ReduceScatter 1 KiB", func() error { return ReduceScatter(ctx, c, small, out[:128], Sum) }},
+		{"AllToAll 1 KiB", func() error { return AllToAll(ctx, c, small, out[:256]) }},
+		{"Scatter 1 KiB", func() error { return Scatter(ctx, c, small, out[:128], 0) }},
 	} {
 		before := g.calls
 		if err := tc.call(); err != nil {
@@ -76,9 +80,9 @@ func TestGroupPath(t *testing.T) {
 	for _, k := range []call{
 		{coll: sched.AllReduce, count: 257, dt: reduce.Float32},
 		{coll: sched.AllGather, count: 1025, dt: reduce.Uint8},
-		{coll: sched.AllToAll, count: 1, dt: reduce.Uint8},
-		{coll: sched.ReduceScatter, count: 1, dt: reduce.Uint8},
-		{coll: sched.Gather, count: 1, dt: reduce.Uint8},
+		{coll: sched.AllToAll, count: 129, dt: reduce.Float32}, // 2 ranks × 129 × 4 B
+		{coll: sched.ReduceScatter, count: 513, dt: reduce.Uint8},
+		{coll: sched.Scatter, count: 65, dt: reduce.Float64},
 		{coll: sched.AllGather, count: 1, spec: &sched.Spec{}, dt: reduce.Uint8},
 	} {
 		if c.groupFits(&k) {

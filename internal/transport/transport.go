@@ -78,13 +78,13 @@ type SinkPeers interface {
 // contribution, stamped with its fingerprint, in a slot of its own and
 // reads the slots it needs, in one step for any number of ranks.
 //
-// GroupMax is the largest contribution in bytes a rank may publish (the
-// payload of AllReduce, Reduce and AllGather's per-rank block, Broadcast's
-// buffer); 0 means the transport cannot run group calls. GroupRun runs the
-// collective fp describes (fp.Coll: Barrier, AllReduce, Reduce, Broadcast
-// or AllGather; fp.Root; fp.DType and fp.Op for the reductions) with this
-// rank's input in and its result in out, which may alias as the
-// collective's in-place form allows. Every rank reduces the contributions
+// GroupMax is the largest contribution in bytes a rank may publish (its
+// send buffer, or Broadcast's buffer at the root); 0 means the transport
+// cannot run group calls. GroupRun runs the collective fp describes
+// (fp.Coll: any but point-to-point traffic; fp.Root; fp.DType and fp.Op
+// for the reductions) with this rank's send buffer in and its receive
+// buffer out (Broadcast: out only), which may alias as the collective's
+// in-place form allows. Every rank reduces the contributions
 // in rank order, so results are bitwise the same everywhere. A rank whose
 // call differs from a peer's fails with an *errs.MismatchError.
 //

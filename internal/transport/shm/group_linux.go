@@ -99,17 +99,21 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 	var mine []byte // what this rank publishes
 	switch fp.Coll {
 	case sched.Barrier:
-	case sched.AllReduce, sched.Reduce, sched.AllGather:
+	case sched.AllReduce, sched.Reduce, sched.AllGather, sched.Gather, sched.ReduceScatter, sched.AllToAll:
 		mine = in
 	case sched.Broadcast:
 		if t.me == root {
 			mine = out
 		}
+	case sched.Scatter:
+		if t.me == root {
+			mine = in
+		}
 	default:
 		return fmt.Errorf("shm transport: no group form of %v: %w", fp.Coll, errs.ErrInvalidArgument)
 	}
-	if len(mine) > groupMax || len(in) > groupMax || root < 0 || root >= g.n {
-		return fmt.Errorf("shm transport: group call of %d bytes, root %d: %w", max(len(mine), len(in)), root, errs.ErrInvalidArgument)
+	if len(mine) > groupMax || len(in) > groupMax || root < 0 || root >= g.n || !grLengths(fp.Coll, g.n, t.me == root, len(in), len(out)) {
+		return fmt.Errorf("shm transport: group %v of %d bytes into %d, root %d: %w", fp.Coll, len(in), len(out), root, errs.ErrInvalidArgument)
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -125,6 +129,7 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 		return err
 	}
 	var err error
+	own := t.grSlot(t.me, s)[groupHdr : groupHdr+len(mine)]
 	switch fp.Coll {
 	case sched.Barrier:
 		for q := range g.n {
@@ -135,20 +140,48 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 			}
 		}
 	case sched.AllReduce:
-		err = t.grReduce(d, fp, s, len(in), out)
+		err = t.grReduce(d, fp, s, own, 0, out)
 	case sched.Reduce:
 		if t.me == root {
-			err = t.grReduce(d, fp, s, len(in), out)
+			err = t.grReduce(d, fp, s, own, 0, out)
 		}
-	case sched.AllGather:
+	case sched.ReduceScatter:
+		if len(in) != g.n*len(out) {
+			return fmt.Errorf("shm transport: ReduceScatter of %d bytes into %d: %w", len(in), len(out), errs.ErrInvalidArgument)
+		}
+		err = t.grReduce(d, fp, s, own, t.me*len(out), out)
+	case sched.AllGather, sched.Gather:
+		if fp.Coll == sched.Gather && t.me != root {
+			break
+		}
 		for q := range g.n {
-			p := t.grSlot(t.me, s)[groupHdr : groupHdr+len(in)]
+			p := own
 			if q != t.me {
 				if p, err = t.grRead(d, fp, q, s, len(in)); err != nil {
 					return err
 				}
 			}
 			copy(out[q*len(in):], p)
+		}
+	case sched.AllToAll:
+		// Block q of every rank's slot goes to rank q.
+		b := len(out) / g.n
+		for q := range g.n {
+			p := own
+			if q != t.me {
+				if p, err = t.grRead(d, fp, q, s, len(in)); err != nil {
+					return err
+				}
+			}
+			copy(out[q*b:(q+1)*b], p[t.me*b:])
+		}
+	case sched.Scatter:
+		p := own
+		if t.me != root {
+			p, err = t.grRead(d, fp, root, s, g.n*len(out))
+		}
+		if err == nil {
+			copy(out, p[t.me*len(out):])
 		}
 	case sched.Broadcast:
 		if t.me != root {
@@ -169,24 +202,52 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 	return nil
 }
 
-// grReduce reduces every rank's n-byte contribution of call s into out,
-// in rank order (a group has at least two ranks).
-func (t *Transport) grReduce(d transport.Deferred, fp *wire.Fingerprint, s uint32, n int, out []byte) error {
+// grLengths reports whether a group call's buffers have the lengths its
+// collective needs (n ranks; atRoot: this rank is the root).
+func grLengths(coll sched.Coll, n int, atRoot bool, in, out int) bool {
+	switch coll {
+	case sched.AllReduce:
+		return out == in
+	case sched.Reduce:
+		return !atRoot || out == in
+	case sched.AllGather:
+		return out == n*in
+	case sched.Gather:
+		return !atRoot || out == n*in
+	case sched.ReduceScatter:
+		return in == n*out
+	case sched.Scatter:
+		return !atRoot || in == n*out
+	case sched.AllToAll:
+		return in == out && in%n == 0
+	}
+	return true
+}
+
+// grReduce reduces bytes [off, off+len(out)) of every rank's contribution
+// of call s into out, in rank order (a group has at least two ranks); own
+// is this rank's contribution, as published.
+func (t *Transport) grReduce(d transport.Deferred, fp *wire.Fingerprint, s uint32, own []byte, off int, out []byte) error {
+	n := len(out)
+	if off+n > len(own) {
+		return fmt.Errorf("shm transport: reduction of %d bytes at %d of %d: %w", n, off, len(own), errs.ErrInvalidArgument)
+	}
 	var acc []byte
 	for q := range t.grp.n {
-		p := t.grSlot(t.me, s)[groupHdr : groupHdr+n]
+		p := own
 		if q != t.me {
 			var err error
-			if p, err = t.grRead(d, fp, q, s, n); err != nil {
+			if p, err = t.grRead(d, fp, q, s, len(own)); err != nil {
 				return err
 			}
 		}
+		p = p[off : off+n]
 		if acc == nil {
 			acc = p
 			continue
 		}
-		reduce.Apply(fp.DType, fp.Op, out[:n], acc, p)
-		acc = out[:n]
+		reduce.Apply(fp.DType, fp.Op, out, acc, p)
+		acc = out
 	}
 	return nil
 }
@@ -397,6 +458,9 @@ func (t *Transport) groupWakeAll() {
 		return
 	}
 	for q := range t.grp.n {
+		if atomic.LoadUint32(t.grWord(q, grSleepers)) == 0 {
+			continue
+		}
 		futexWakeAll(t.grWord(q, grDone))
 		for i := range groupSlots {
 			futexWakeAll(t.grWord(q, grSlots+i*groupSlotBytes))

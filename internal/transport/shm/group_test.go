@@ -80,7 +80,17 @@ func groupCases(size int) []groupCase {
 			cs = append(cs, groupCase{coll: sched.AllReduce, n: n, inPlace: ip})
 			cs = append(cs, groupCase{coll: sched.AllGather, n: n, inPlace: ip})
 		}
+		if n*size*4 <= groupMax {
+			for _, ip := range []bool{false, true} {
+				cs = append(cs, groupCase{coll: sched.ReduceScatter, n: n, inPlace: ip})
+				cs = append(cs, groupCase{coll: sched.AllToAll, n: n, inPlace: ip})
+			}
+			for root := range size {
+				cs = append(cs, groupCase{coll: sched.Scatter, n: n, root: root, inPlace: root == 1})
+			}
+		}
 		for root := range size {
+			cs = append(cs, groupCase{coll: sched.Gather, n: n, root: root, inPlace: root == 0})
 			cs = append(cs, groupCase{coll: sched.Broadcast, n: n, root: root})
 			cs = append(cs, groupCase{coll: sched.Reduce, n: n, root: root, inPlace: root%2 == 0})
 			// Several rootward calls in a row: the root runs ahead
@@ -145,6 +155,57 @@ func runGroupCase(ctx context.Context, tr *Transport, seq uint64, i int, c group
 			copy(out[me*len(mine):], mine)
 			in = out[me*len(mine) : (me+1)*len(mine)]
 		}
+	case sched.Gather:
+		in = mine
+		if me == c.root {
+			for r := range size {
+				want = append(want, f32bytes(contribution(i, r, c.n))...)
+			}
+			out = make([]byte, len(want))
+			if c.inPlace {
+				copy(out[me*len(mine):], mine)
+				in = out[me*len(mine) : (me+1)*len(mine)]
+			}
+		}
+	case sched.ReduceScatter, sched.AllToAll, sched.Scatter:
+		// Rank r's input is size blocks of n elements: contribution(i,
+		// r, size*n).
+		all := make([][]float32, size)
+		for r := range all {
+			all[r] = contribution(i, r, size*c.n)
+		}
+		in = f32bytes(all[me])
+		blk := func(r, b int) []float32 { return all[r][b*c.n : (b+1)*c.n] }
+		switch c.coll {
+		case sched.ReduceScatter:
+			sum := make([]float32, c.n)
+			for r := range size {
+				for j, x := range blk(r, me) {
+					sum[j] += x
+				}
+			}
+			want = f32bytes(sum)
+			out = make([]byte, len(want))
+			if c.inPlace {
+				out = in[me*len(want) : (me+1)*len(want)]
+			}
+		case sched.AllToAll:
+			for r := range size {
+				want = append(want, f32bytes(blk(r, me))...)
+			}
+			out = make([]byte, len(want))
+			if c.inPlace {
+				out = in
+			}
+		case sched.Scatter:
+			want = f32bytes(blk(c.root, me))
+			out = make([]byte, len(want))
+			if me != c.root {
+				in = nil
+			} else if c.inPlace {
+				out = in[me*len(want) : (me+1)*len(want)]
+			}
+		}
 	case sched.Broadcast:
 		want = f32bytes(contribution(i, c.root, c.n))
 		out = make([]byte, len(want))
@@ -159,7 +220,7 @@ func runGroupCase(ctx context.Context, tr *Transport, seq uint64, i int, c group
 	if a.n > 1 {
 		return fmt.Errorf("call %d: Arm called %d times", i, a.n)
 	}
-	if want != nil && string(out) != string(want) {
+	if want != nil && string(out[:len(want)]) != string(want) {
 		return fmt.Errorf("call %d %+v: rank %d got %v, want %v", i, c, me, out, want)
 	}
 	return nil
@@ -298,13 +359,24 @@ func TestGroupAbortLocal(t *testing.T) {
 func TestGroupBadCalls(t *testing.T) {
 	trs := newLocalGroup(t, 2, "default")
 	a := &arm{ctx: context.Background()}
-	for _, fp := range []wire.Fingerprint{
-		{Seq: 1, Coll: sched.AllToAll},
-		{Seq: 1, Coll: sched.Broadcast, Root: 2},
-		{Seq: 1, Coll: sched.Broadcast, Root: -1},
+	for _, tc := range []struct {
+		fp      wire.Fingerprint
+		in, out int
+	}{
+		{wire.Fingerprint{Seq: 1, Coll: wire.CollSendRecv}, 0, 0},
+		{wire.Fingerprint{Seq: 1, Coll: sched.Broadcast, Root: 2}, 0, 0},
+		{wire.Fingerprint{Seq: 1, Coll: sched.Broadcast, Root: -1}, 0, 0},
+		{wire.Fingerprint{Seq: 1, Coll: sched.AllReduce}, 8, 4},
+		{wire.Fingerprint{Seq: 1, Coll: sched.AllGather}, 8, 8},
+		{wire.Fingerprint{Seq: 1, Coll: sched.Gather}, 8, 8},
+		{wire.Fingerprint{Seq: 1, Coll: sched.ReduceScatter}, 8, 8},
+		{wire.Fingerprint{Seq: 1, Coll: sched.Scatter}, 8, 8},
+		{wire.Fingerprint{Seq: 1, Coll: sched.AllToAll}, 9, 9},
+		{wire.Fingerprint{Seq: 1, Coll: sched.AllToAll}, 8, 4},
 	} {
-		if err := trs[0].GroupRun(a, &fp, nil, nil); !errors.Is(err, errs.ErrInvalidArgument) {
-			t.Errorf("%v: got %v, want ErrInvalidArgument", fp, err)
+		err := trs[0].GroupRun(a, &tc.fp, make([]byte, tc.in), make([]byte, tc.out))
+		if !errors.Is(err, errs.ErrInvalidArgument) {
+			t.Errorf("%v with %d and %d bytes: got %v, want ErrInvalidArgument", tc.fp, tc.in, tc.out, err)
 		}
 	}
 	fp := wire.Fingerprint{Seq: 1, Coll: sched.AllReduce, DType: reduce.Uint8, Op: reduce.Sum}
