@@ -85,8 +85,8 @@ func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start 
 	var ev OpEvent
 	if o := c.set.observer; o != nil {
 		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.dt),
-			Bytes: max(len(k.in), len(k.out)), Algo: groupAlgo, Start: start}
-		if prog != nil { // nil: a group call (group.go), no chunks
+			Bytes: max(len(k.in), len(k.out)), Algo: groupAlgo, Chunks: 1, Start: start}
+		if prog != nil { // nil: a group call (group.go), which moves one slot
 			ev.Algo, ev.Chunks = prog.Algo, c.ex.Chunks(prog, k.dt.Size())
 		}
 		if o.OpStart != nil {
