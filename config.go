@@ -62,15 +62,20 @@ type Config struct {
 	// HCOMM_TRANSPORT): "shm", "tcp" (TCP even within a host) or "auto".
 	Transport string
 
-	// NSocks is the number of TCP sockets per pair of ranks, 1 to 16
-	// (Init only; HCOMM_NSOCKS; default 1).
+	// NSocks is the number of TCP sockets per pair of ranks and network
+	// path, 1 to 16 (Init only; HCOMM_NSOCKS; default 1).
 	NSocks int
 
-	// SocketAddr is the address this rank listens on and advertises
-	// (Init only; HCOMM_SOCKET_ADDR). SocketIfname instead picks the
-	// address of an interface: a prefix, "=name" for an exact name,
-	// "^prefix" to exclude, comma-separated (HCOMM_SOCKET_IFNAME). With
-	// neither, the address of the route to the store host.
+	// SocketAddr is the address this rank listens on and advertises, or
+	// several comma-separated, one per network path (Init only;
+	// HCOMM_SOCKET_ADDR). SocketIfname instead picks the addresses of
+	// interfaces: prefixes, "=name" for exact names, "^" in front to
+	// exclude, comma-separated (HCOMM_SOCKET_IFNAME); every up interface
+	// that matches is a path. With neither, the address of the route to
+	// the store host, then those of the host's other up interfaces that are
+	// not loopback, container or VM bridges, or tunnels; loopback alone when
+	// the store is on loopback. Large messages are striped over every path
+	// that connects, in proportion to its measured throughput.
 	SocketAddr, SocketIfname string
 
 	// Hostname is this rank's host identity: ranks with the same one share

@@ -86,6 +86,8 @@ func TestRankProcess(t *testing.T) {
 		if err := c.Barrier(ctx); err != nil {
 			t.Fatal(err)
 		}
+	case "paths":
+		rankPaths(t, c)
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

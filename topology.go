@@ -25,7 +25,7 @@ type topologySettings struct {
 // host identity is what the layout needs.
 func discover(jc boot.JobConfig, log *slog.Logger) topo.Card {
 	host := jc.Options.Host
-	card, err := topo.Discover(host, jc.Options.AdvertiseHost)
+	card, err := topo.Discover(host, firstPath(jc.Options.AdvertiseHost))
 	if err != nil {
 		log.Warn("hcomm: topology discovery failed; using the host identity only", "err", err)
 		card = topo.Card{Host: host, NUMA: -1}
@@ -124,4 +124,11 @@ func subLayout(l algo.Layout, parents []int) algo.Layout {
 		}
 	}
 	return out
+}
+
+// firstPath returns the first of a comma-separated list of addresses: the
+// path the data socket is reached on first.
+func firstPath(addrs string) string {
+	first, _, _ := strings.Cut(addrs, ",")
+	return first
 }

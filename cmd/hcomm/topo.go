@@ -87,6 +87,7 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 	if launched {
 		if u, err := url.Parse(vals.Store); err == nil && u.Scheme == "tcp" {
 			_, dataIP, _ = boot.ListenAddress(u.Hostname(), vals.SocketAddr, vals.SocketIfname)
+			dataIP, _, _ = strings.Cut(dataIP, ",") // the first path
 		}
 	}
 	me := topo.NewCard(m, boot.HostID(vals.Hostname), cpus, dataIP, topo.InterfaceAddrs())

@@ -41,7 +41,8 @@ type Options struct {
 	// Host identifies this rank's host; ranks with equal Host share memory.
 	Host string
 	// ListenHost is the address to listen on for TCP peers ("" = any).
-	// AdvertiseHost is the address peers are told to dial.
+	// AdvertiseHost is the address peers are told to dial, or several
+	// comma-separated, one per network path (see ListenAddress).
 	ListenHost, AdvertiseHost string
 	NSocks                    int
 	// ChunkBytes sizes the shared-memory ring slots.
@@ -69,7 +70,7 @@ type Options struct {
 // Card is what a rank publishes about itself.
 type Card struct {
 	Host string `json:"host"`
-	Addr string `json:"addr"` // host:port of its TCP listener
+	Addr string `json:"addr"` // host:port of its TCP listener, or several comma-separated (one per network path)
 	PID  int    `json:"pid"`
 	// Machine identifies the kernel (its boot id): ranks in different
 	// network namespaces of one machine share its CPUs.
@@ -192,7 +193,11 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		}
 	}()
 	port := lis.Addr().(*net.TCPAddr).Port
-	me := Card{Host: o.Host, Addr: net.JoinHostPort(o.AdvertiseHost, strconv.Itoa(port)), PID: os.Getpid(), Machine: MachineID()}
+	var paths []string
+	for _, h := range strings.Split(o.AdvertiseHost, ",") {
+		paths = append(paths, net.JoinHostPort(h, strconv.Itoa(port)))
+	}
+	me := Card{Host: o.Host, Addr: strings.Join(paths, ","), PID: os.Getpid(), Machine: MachineID()}
 	b, _ := json.Marshal(me)
 	if err := kv.Set(ctx, "card/"+strconv.Itoa(o.Rank), b); err != nil {
 		return nil, fmt.Errorf("publish this rank's address: %w", err)
@@ -284,7 +289,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		h := sha256.Sum256([]byte(o.CommID))
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
-			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger,
+			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger, LinkRate: LinkRate,
 			PollFor: pollFor(o.TCPPoll, oversub), Yield: oversub})
 		if err != nil {
 			return fail(err)
@@ -386,35 +391,38 @@ func MachineID() string {
 }
 
 // ListenAddress decides where to listen and what to advertise: addr
-// (HCOMM_SOCKET_ADDR) if set; else the first IPv4 address of an interface
-// matching ifname (HCOMM_SOCKET_IFNAME: a prefix, "^prefix" to exclude,
-// "=name" for an exact name, comma-separated); else the local address of
-// the route to the store host; with a file store (no store host), loopback.
+// (HCOMM_SOCKET_ADDR: an address, or several comma-separated) if set; else
+// the first IPv4 address of every up interface matching ifname
+// (HCOMM_SOCKET_IFNAME: prefixes, "=name" for exact names, "^" in front to
+// exclude, comma-separated); else the local address of the route to the
+// store host followed by those of the other up interfaces that are neither
+// loopback nor a local bridge or tunnel (DefaultExclude); with a file store
+// (no store host) or a store on loopback, loopback. Each advertised address
+// is a network path to this rank: with more than one, advertise is a
+// comma-separated list and listen is "" (every interface).
 func ListenAddress(storeHost, addr, ifname string) (listen, advertise string, err error) {
 	if a := addr; a != "" {
-		if h, _, err := net.SplitHostPort(a); err == nil {
-			a = h
+		var hosts []string
+		for _, h := range strings.Split(a, ",") {
+			h = strings.TrimSpace(h)
+			if hh, _, err := net.SplitHostPort(h); err == nil {
+				h = hh
+			}
+			if h != "" {
+				hosts = append(hosts, h)
+			}
 		}
-		return a, a, nil
+		return listenOn(hosts)
 	}
 	if spec := ifname; spec != "" {
-		ifs, err := net.Interfaces()
+		ips, err := interfaceIPs(func(name string) bool { return ifMatch(spec, name) })
 		if err != nil {
 			return "", "", err
 		}
-		for _, ifc := range ifs {
-			if !ifMatch(spec, ifc.Name) || ifc.Flags&net.FlagUp == 0 {
-				continue
-			}
-			addrs, _ := ifc.Addrs()
-			for _, a := range addrs {
-				if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
-					ip := ipn.IP.String()
-					return ip, ip, nil
-				}
-			}
+		if len(ips) == 0 {
+			return "", "", fmt.Errorf("HCOMM_SOCKET_IFNAME=%q matches no up interface with an IPv4 address", spec)
 		}
-		return "", "", fmt.Errorf("HCOMM_SOCKET_IFNAME=%q matches no interface with an IPv4 address", spec)
+		return listenOn(ips)
 	}
 	if storeHost == "" {
 		// A file store says nothing about the network: stay on loopback
@@ -428,8 +436,86 @@ func ListenAddress(storeHost, addr, ifname string) (listen, advertise string, er
 		return "", "", fmt.Errorf("no route to the store host %s: %w", storeHost, err)
 	}
 	defer c.Close()
-	ip := c.LocalAddr().(*net.UDPAddr).IP.String()
-	return ip, ip, nil
+	primary := c.LocalAddr().(*net.UDPAddr).IP
+	if primary.IsLoopback() {
+		return primary.String(), primary.String(), nil
+	}
+	hosts := []string{primary.String()}
+	more, _ := interfaceIPs(func(name string) bool { return ifMatch(DefaultExclude, name) })
+	for _, ip := range more {
+		if ip != hosts[0] && !net.ParseIP(ip).IsLoopback() {
+			hosts = append(hosts, ip)
+		}
+	}
+	return listenOn(hosts)
+}
+
+// DefaultExclude is the HCOMM_SOCKET_IFNAME spec of the interfaces that are
+// not paths to other hosts by default: loopback, and the bridges, virtual
+// ends and tunnels of containers and virtual machines, which often carry
+// the same addresses on every host.
+const DefaultExclude = "^lo,docker,virbr,lxcbr,br-,veth,cni,flannel,cali,vxlan,tun,tap"
+
+// maxPaths is the most addresses advertised (tcp.MaxPaths).
+const maxPaths = tcp.MaxPaths
+
+func listenOn(hosts []string) (listen, advertise string, err error) {
+	if len(hosts) > maxPaths {
+		hosts = hosts[:maxPaths]
+	}
+	if len(hosts) == 1 {
+		return hosts[0], hosts[0], nil
+	}
+	return "", strings.Join(hosts, ","), nil
+}
+
+// interfaceIPs returns the first IPv4 address of every up interface whose
+// name match accepts, in the system's interface order.
+func interfaceIPs(match func(string) bool) ([]string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, ifc := range ifs {
+		if !match(ifc.Name) || ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				ips = append(ips, ipn.IP.String())
+				break
+			}
+		}
+	}
+	return ips, nil
+}
+
+// LinkRate returns the speed, in bytes/s, of the link of the interface
+// holding ip, from sysfs; 0 if unknown.
+func LinkRate(ip net.IP) float64 {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 0
+	}
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
+				b, err := os.ReadFile("/sys/class/net/" + ifc.Name + "/speed")
+				if err != nil {
+					return 0
+				}
+				mbps, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil || mbps <= 0 {
+					return 0
+				}
+				return float64(mbps) * 125e3
+			}
+		}
+	}
+	return 0
 }
 
 // ifMatch applies an HCOMM_SOCKET_IFNAME spec to an interface name.

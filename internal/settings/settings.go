@@ -238,7 +238,7 @@ var Table = []Var{
 			return v.Transport
 		}},
 	{Name: "HCOMM_NSOCKS", Type: "int", Default: "1", Field: "NSocks",
-		Doc: "TCP sockets per pair of ranks (1-16)",
+		Doc: "TCP sockets per pair of ranks and network path (1-16)",
 		parse: func(v *Values, s string) error {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
@@ -257,13 +257,13 @@ var Table = []Var{
 			return strconv.Itoa(v.NSocks)
 		}},
 	{Name: "HCOMM_SOCKET_ADDR", Type: "string", Field: "SocketAddr",
-		Doc:   "address this rank listens on and advertises",
+		Doc:   "address this rank listens on and advertises; several, comma-separated, are network paths",
 		parse: stringVar(func(v *Values) *string { return &v.SocketAddr }),
 		show: func(v *Values) string {
 			return v.SocketAddr
 		}},
 	{Name: "HCOMM_SOCKET_IFNAME", Type: "string", Field: "SocketIfname",
-		Doc:   "pick the address of an interface: prefix, =exact, ^excluded, comma-separated",
+		Doc:   "interfaces whose addresses are this rank's network paths: prefixes, =exact, ^ to exclude, comma-separated",
 		parse: stringVar(func(v *Values) *string { return &v.SocketIfname }),
 		show: func(v *Values) string {
 			return v.SocketIfname

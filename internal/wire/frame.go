@@ -46,7 +46,7 @@ const MaxAbortReason = 1024
 //
 //	[0]     Type
 //	[1]     Flags
-//	[2:4]   reserved, zero
+//	[2:4]   Paths (data frames); zero otherwise
 //	[4:8]   Checksum
 //	[8:16]  Len
 //	[16:24] Total (data frames); the lost rank (abort frames with FlagLost)
@@ -56,6 +56,10 @@ type FrameHeader struct {
 	// Flags is zero or, on a data frame, FlagCRC32C, on an abort frame,
 	// FlagLost.
 	Flags uint8
+	// Paths is, on the first stripe of a message striped over several
+	// network paths (Len < Total), the set of paths whose connections carry
+	// its other stripes, one bit per path; zero on other frames.
+	Paths uint16
 	// Checksum is the CRC32C (Castagnoli) of the frame's payload when Flags
 	// has FlagCRC32C, and zero otherwise.
 	Checksum uint32
@@ -73,7 +77,7 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 	b = b[:FrameHeaderSize]
 	b[0] = uint8(h.Type)
 	b[1] = h.Flags
-	b[2], b[3] = 0, 0
+	le.PutUint16(b[2:4], h.Paths)
 	le.PutUint32(b[4:8], h.Checksum)
 	le.PutUint64(b[8:16], h.Len)
 	le.PutUint64(b[16:24], h.Total)
@@ -100,6 +104,7 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	var d FrameHeader
 	d.Type = FrameType(b[0])
 	d.Flags = b[1]
+	d.Paths = le.Uint16(b[2:4])
 	d.Checksum = le.Uint32(b[4:8])
 	d.Len = le.Uint64(b[8:16])
 	d.Total = le.Uint64(b[16:24])
@@ -109,7 +114,7 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 		d.Type != FrameData && d.Type != FrameAbort && d.Flags != 0:
 		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
 	}
-	if b[2] != 0 || b[3] != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
+	if d.Type != FrameData && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
 		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
 	}
 	switch d.Type {

@@ -58,7 +58,7 @@ const HandshakeSize = 64
 //
 //	[0:4]   "HCOM"
 //	[4:6]   Version
-//	[6:8]   reserved, zero
+//	[6:8]   Paths
 //	[8:16]  CommID
 //	[16:20] Rank
 //	[20:24] Target
@@ -74,7 +74,11 @@ type Handshake struct {
 	Size    uint32 // the number of ranks in the communicator
 	Socket  uint16 // index of this connection among the pair's
 	Sockets uint16 // number of connections per pair
-	Nonce   [NonceSize]byte
+	// Paths is the set of network paths, one bit per listener address,
+	// that the dialer found reachable and connects on (Socket / (Sockets /
+	// number of paths) is this connection's path); zero means path 0 only.
+	Paths uint16
+	Nonce [NonceSize]byte
 }
 
 // MarshalTo writes h to b[:HandshakeSize]. b must be at least that long.
@@ -82,7 +86,7 @@ func (h *Handshake) MarshalTo(b []byte) {
 	b = b[:HandshakeSize]
 	copy(b[0:4], HandshakeMagic)
 	le.PutUint16(b[4:6], h.Version)
-	b[6], b[7] = 0, 0
+	le.PutUint16(b[6:8], h.Paths)
 	le.PutUint64(b[8:16], h.CommID)
 	le.PutUint32(b[16:20], h.Rank)
 	le.PutUint32(b[20:24], h.Target)
@@ -109,9 +113,7 @@ func (h *Handshake) Unmarshal(b []byte) error {
 	if d.Version != HandshakeVersion {
 		return fmt.Errorf("wire: handshake version %d, want %d: %w", d.Version, HandshakeVersion, ErrMalformed)
 	}
-	if b[6] != 0 || b[7] != 0 {
-		return fmt.Errorf("wire: handshake reserved field is not zero: %w", ErrMalformed)
-	}
+	d.Paths = le.Uint16(b[6:8])
 	d.CommID = le.Uint64(b[8:16])
 	d.Rank = le.Uint32(b[16:20])
 	d.Target = le.Uint32(b[20:24])

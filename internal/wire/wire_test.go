@@ -58,6 +58,7 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		validDataHeader(),
 		{Type: FrameData},
 		{Type: FrameData, Len: 1 << 40, Total: 1 << 41},
+		{Type: FrameData, Paths: 0x8005, Len: 7, Total: 9},
 		{Type: FrameAbort, Len: MaxAbortReason},
 	} {
 		var b [FrameHeaderSize]byte
@@ -93,7 +94,7 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		}},
 		{"crc flag on abort", func() []byte { return encode(FrameHeader{Type: FrameAbort, Flags: FlagCRC32C, Len: 3}) }},
 		{"checksum without flag", func() []byte { h := validDataHeader(); h.Checksum = 7; return encode(h) }},
-		{"reserved", func() []byte { b := encode(validDataHeader()); b[2] = 1; return b }},
+		{"paths on abort", func() []byte { return encode(FrameHeader{Type: FrameAbort, Paths: 1, Len: 3}) }},
 		{"len over total", func() []byte { h := validDataHeader(); h.Len = h.Total + 1; return encode(h) }},
 		{"fingerprint reserved", func() []byte { b := encode(validDataHeader()); b[FrameHeaderSize-1] = 1; return b }},
 		{"abort reason too long", func() []byte { return encode(FrameHeader{Type: FrameAbort, Len: MaxAbortReason + 1}) }},
@@ -259,7 +260,6 @@ func TestHandshakeUnmarshalRejects(t *testing.T) {
 		{"version 0", encode(func(h *Handshake) { h.Version = 0 })},
 		{"version 1", encode(func(h *Handshake) { h.Version = 1 })},
 		{"version 3", encode(func(h *Handshake) { h.Version = 3 })},
-		{"reserved", func() []byte { b := encode(func(*Handshake) {}); b[7] = 1; return b }()},
 		{"rank out of range", encode(func(h *Handshake) { h.Rank = 4 })},
 		{"target out of range", encode(func(h *Handshake) { h.Target = 9 })},
 		{"empty world", encode(func(h *Handshake) { h.Size, h.Rank, h.Target = 0, 0, 0 })},

@@ -16,25 +16,8 @@ import (
 )
 
 // stripeMin is the smallest message striped over a pair's connections;
-// smaller ones travel whole on connection 0.
+// smaller ones travel whole on connection 0 (see peer.plan for the cut).
 const stripeMin = 64 << 10
-
-// stripes returns over how many of a pair's n connections a message of
-// total bytes travels. Both ends derive it from the length alone.
-func stripes(total uint64, n int) int {
-	if n <= 1 || total < stripeMin {
-		return 1
-	}
-	return n
-}
-
-// stripe returns the offset and length of stripe i of a total-byte message
-// cut into k stripes.
-func stripe(total uint64, k, i int) (off, n uint64) {
-	per := (total + uint64(k) - 1) / uint64(k)
-	off = min(uint64(i)*per, total)
-	return off, min(per, total-off)
-}
 
 // errProtocol marks a frame that breaks the protocol: garbage, a stripe that
 // does not fit its message, an impossible length.
@@ -43,9 +26,11 @@ var errProtocol = errors.New("protocol violation")
 // conn is one TCP connection of a peer pair. Frames on it are written under
 // wmu and read by one reader at a time under rmu.
 type conn struct {
-	nc  net.Conn
-	idx int
-	crc bool // send a CRC32C with every data frame
+	nc   net.Conn
+	idx  int   // index in the handshake: path * NSocks + slot
+	pos  int   // index among the pair's connections in use
+	path *path // the network path it travels
+	crc  bool  // send a CRC32C with every data frame
 
 	wmu     sync.Mutex
 	whdr    [wire.FrameHeaderSize]byte
@@ -92,13 +77,14 @@ func checkCRC(peer int, h *wire.FrameHeader, payload []byte) error {
 
 // writeFrame writes one data frame carrying part, header and payload in one
 // vectored write, without copying part. It reports how many bytes went out.
-func (c *conn) writeFrame(fp *wire.Fingerprint, total uint64, part []byte) (int64, error) {
+// paths is wire.FrameHeader.Paths.
+func (c *conn) writeFrame(fp *wire.Fingerprint, total uint64, part []byte, paths uint16) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.wbroken || c.wclosed {
 		return 0, net.ErrClosed
 	}
-	h := wire.FrameHeader{Type: wire.FrameData, Len: uint64(len(part)), Total: total, Fingerprint: *fp}
+	h := wire.FrameHeader{Type: wire.FrameData, Paths: paths, Len: uint64(len(part)), Total: total, Fingerprint: *fp}
 	if c.crc {
 		h.Flags, h.Checksum = wire.FlagCRC32C, crc32.Checksum(part, castagnoli)
 	}
@@ -219,53 +205,54 @@ func (c *conn) abortError(peer int, h *wire.FrameHeader) error {
 	return &errs.PeerError{Peer: peer, Kind: errs.ErrAborted, Cause: errors.New(text)}
 }
 
-// readStripe reads stripe c.idx of a message whose first stripe announced
-// total bytes under fingerprint fp: a header that must agree with that,
-// then the payload into buf.
-func (c *conn) readStripe(peer int, fp *wire.Fingerprint, total uint64, buf []byte) (int64, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
+// readStripeHeader reads the header of a stripe, other than the first, of
+// a message whose first stripe announced total bytes under fingerprint fp.
+// The caller holds rmu.
+func (c *conn) readStripeHeader(peer int, fp *wire.Fingerprint, total uint64) (wire.FrameHeader, int, error) {
 	h, n, err := c.readHeader(peer, false)
-	if err != nil {
-		return int64(n), err
-	}
 	switch {
+	case err != nil:
+		return h, n, err
 	case h.Type == wire.FrameAbort:
-		return int64(n), c.abortError(peer, &h)
-	case h.Total != total || h.Fingerprint != *fp || h.Len != uint64(len(buf)):
-		return int64(n), fmt.Errorf("rank %d sent stripe %d as %d of %d bytes of %v, but stripe 0 announced %d bytes of %v: %w",
-			peer, c.idx, h.Len, h.Total, h.Fingerprint, total, *fp, errProtocol)
+		return h, n, c.abortError(peer, &h)
+	case h.Total != total || h.Fingerprint != *fp || h.Paths != 0:
+		return h, n, fmt.Errorf("rank %d sent a stripe on connection %d as %d of %d bytes of %v (paths %#x), but the first stripe announced %d bytes of %v: %w",
+			peer, c.idx, h.Len, h.Total, h.Fingerprint, h.Paths, total, *fp, errProtocol)
 	}
-	m, err := io.ReadFull(c.nc, buf)
-	if err == nil {
-		err = checkCRC(peer, &h, buf)
-	}
-	return int64(n + m), err
+	return h, n, nil
 }
 
 // A worker moves the stripes of striped messages on one connection other
 // than connection 0, so all of a pair's connections move data at once.
-// Jobs are handed over unbuffered; a worker that took a job always answers.
+// Jobs are handed over unbuffered; a worker that took a job always answers:
+// a send job once, with the bytes written and the time it took; a receive
+// job twice, first with the stripe's header (its length, or an error that
+// ends the job), then, once it is sent the stripe's offset on offs (-1 to
+// give up), with the payload read.
 type worker struct {
-	c    *conn
-	jobs chan job
-	done chan result
+	c       *conn
+	jobs    chan job
+	offs    chan int64
+	done    chan result
+	pending bool // the receive job's second answer is still due
 }
 
 type job struct {
 	recv  bool // receive a stripe (else send one)
 	fp    wire.Fingerprint
 	total uint64
-	buf   []byte
+	buf   []byte // the stripe to send, or the whole message's buffer
 }
 
 type result struct {
-	n   int64
+	n   int64         // bytes moved, headers included
+	len uint64        // payload bytes (the stripe's length, for a header)
+	d   time.Duration // how long a send took
 	err error
 }
 
 func newWorker(c *conn) *worker {
-	return &worker{c: c, jobs: make(chan job), done: make(chan result, 1)}
+	return &worker{c: c, jobs: make(chan job), offs: make(chan int64), done: make(chan result, 1)}
 }
 
 // run serves jobs until stop is closed.
@@ -273,15 +260,44 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 	for {
 		select {
 		case j := <-w.jobs:
-			var r result
 			if j.recv {
-				r.n, r.err = w.c.readStripe(peer, &j.fp, j.total, j.buf)
-			} else {
-				r.n, r.err = w.c.writeFrame(&j.fp, j.total, j.buf)
+				w.recvStripe(peer, &j, stop)
+				continue
 			}
+			start := time.Now()
+			var r result
+			r.n, r.err = w.c.writeFrame(&j.fp, j.total, j.buf, 0)
+			r.d = time.Since(start)
 			w.done <- r
 		case <-stop:
 			return
 		}
 	}
+}
+
+func (w *worker) recvStripe(peer int, j *job, stop <-chan struct{}) {
+	c := w.c
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	h, n, err := c.readStripeHeader(peer, &j.fp, j.total)
+	w.done <- result{n: int64(n), len: h.Len, err: err}
+	if err != nil {
+		return
+	}
+	var off int64
+	select {
+	case off = <-w.offs:
+	case <-stop:
+		return
+	}
+	if off < 0 {
+		w.done <- result{}
+		return
+	}
+	buf := j.buf[off : uint64(off)+h.Len]
+	m, err := io.ReadFull(c.nc, buf)
+	if err == nil {
+		err = checkCRC(peer, &h, buf)
+	}
+	w.done <- result{n: int64(m), len: uint64(m), err: err}
 }

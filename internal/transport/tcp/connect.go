@@ -33,29 +33,50 @@ func (t *Transport) startDial(pr *peer) error {
 }
 
 // dial opens all connections to pr, each within what is left of
-// ConnectTimeout.
+// ConnectTimeout: with several listener addresses, it first finds which
+// paths connect, then opens NSocks connections on each.
 func (t *Transport) dial(pr *peer) {
 	ctx, cancel := context.WithTimeout(t.ctx, t.connectTimeout)
 	defer cancel()
-	addr := t.addrs[pr.rank]
-	for i := 0; i < t.nsocks; i++ {
-		nc, err := t.dialOne(ctx, pr.rank, addr, i)
-		if err != nil {
+	addrs := t.paths[pr.rank]
+	mask := uint16(1)
+	if len(addrs) > 1 {
+		var err error
+		if mask, err = t.findPaths(ctx, pr, addrs); err != nil {
 			if t.ctx.Err() == nil {
-				t.log.Warn("tcp: could not connect", "peer", pr.rank, "addr", addr, "err", err)
+				t.log.Warn("tcp: could not connect", "peer", pr.rank, "addrs", t.addrs[pr.rank], "err", err)
 				pr.fail(err)
 			}
 			return
 		}
-		if !pr.addConn(i, nc) {
-			return
+	}
+	if reason := pr.layout(len(addrs), mask); reason != "" {
+		return // failed meanwhile
+	}
+	for pi, addr := range addrs {
+		if mask&(1<<pi) == 0 {
+			continue
+		}
+		for s := 0; s < t.nsocks; s++ {
+			i := pi*t.nsocks + s
+			nc, err := t.dialOne(ctx, pr.rank, addr, i, len(addrs), mask)
+			if err != nil {
+				if t.ctx.Err() == nil {
+					t.log.Warn("tcp: could not connect", "peer", pr.rank, "addr", addr, "err", err)
+					pr.fail(err)
+				}
+				return
+			}
+			if !pr.addConn(i, nc) {
+				return
+			}
 		}
 	}
 }
 
 // dialOne opens connection i to rank r at addr, retrying until ctx ends or
 // the peer answers the handshake.
-func (t *Transport) dialOne(ctx context.Context, r int, addr string, i int) (net.Conn, error) {
+func (t *Transport) dialOne(ctx context.Context, r int, addr string, i, npaths int, mask uint16) (net.Conn, error) {
 	var d net.Dialer
 	backoff := minBackoff
 	var last error
@@ -73,7 +94,7 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i int) (net
 			refusals = 0
 		}
 		if err == nil {
-			err = t.clientHandshake(ctx, nc, r, addr, i)
+			err = t.clientHandshake(ctx, nc, r, addr, i, npaths, mask)
 			if err == nil {
 				return nc, nil
 			}
@@ -103,7 +124,7 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i int) (net
 // clientHandshake introduces this rank on nc as connection i to rank r,
 // proves it holds the job key, and checks the listener's proof (see
 // wire.Handshake for the exchange).
-func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, addr string, i int) error {
+func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, addr string, i, npaths int, mask uint16) error {
 	d, _ := ctx.Deadline()
 	nc.SetDeadline(d)
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(aLongTimeAgo) })
@@ -120,7 +141,10 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 		Target:  uint32(r),
 		Size:    uint32(t.size),
 		Socket:  uint16(i),
-		Sockets: uint16(t.nsocks),
+		Sockets: uint16(npaths * t.nsocks),
+	}
+	if npaths > 1 {
+		h.Paths = mask
 	}
 	rand.Read(h.Nonce[:])
 	var b [wire.HandshakeSize]byte
@@ -184,8 +208,8 @@ const probeEvery = 200 * time.Millisecond
 // connection to its listener, closed at once; refused ones make the peer
 // lost.
 func (t *Transport) startProbe(pr *peer) {
-	addr := t.addrs[pr.rank]
-	if addr == "" {
+	addrs := t.paths[pr.rank]
+	if len(addrs) == 0 {
 		return
 	}
 	pr.probeOnce.Do(func() {
@@ -204,19 +228,27 @@ func (t *Transport) startProbe(pr *peer) {
 					return
 				case <-timer.C:
 				}
-				ctx, cancel := context.WithTimeout(t.ctx, probeEvery)
-				nc, err := d.DialContext(ctx, "tcp", addr)
-				cancel()
-				switch {
-				case err == nil:
-					nc.Close()
-					refusals = 0
-				case errors.Is(err, syscall.ECONNREFUSED):
-					if refusals++; refusals >= goneAfterRefusals {
-						pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
-							"tcp: rank %d never connected and its listener at %s refuses connections: the process is gone", pr.rank, addr)})
-						return
+				// Lost only if every path refuses.
+				refused := 0
+				for _, addr := range addrs {
+					ctx, cancel := context.WithTimeout(t.ctx, probeEvery)
+					nc, err := d.DialContext(ctx, "tcp", addr)
+					cancel()
+					if err == nil {
+						nc.Close()
+						break
 					}
+					if !errors.Is(err, syscall.ECONNREFUSED) {
+						break
+					}
+					refused++
+				}
+				if refused < len(addrs) {
+					refusals = 0
+				} else if refusals++; refusals >= goneAfterRefusals {
+					pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+						"tcp: rank %d never connected and its listener at %s refuses connections: the process is gone", pr.rank, t.addrs[pr.rank])})
+					return
 				}
 				timer.Reset(probeEvery / time.Duration(1+refusals))
 			}
@@ -334,6 +366,15 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 		return
 	}
 	pr := t.peers[rank]
+	mask := h.Paths
+	if mask == 0 {
+		mask = 1
+	}
+	if reason := pr.layout(int(h.Sockets)/t.nsocks, mask); reason != "" {
+		t.refusals.note(remote, rank, reason)
+		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
+		return
+	}
 	if reason := pr.reserve(int(h.Socket)); reason != "" {
 		t.refusals.note(remote, rank, reason)
 		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
@@ -360,8 +401,10 @@ func (t *Transport) check(h *wire.Handshake) string {
 		return fmt.Sprintf("meant for rank %d, this is rank %d", h.Target, t.rank)
 	case int(h.Rank) > t.rank:
 		return fmt.Sprintf("rank %d dialed lower rank %d; higher ranks wait to be dialed", h.Rank, t.rank)
-	case int(h.Sockets) != t.nsocks:
-		return fmt.Sprintf("%d sockets per peer, this rank uses %d", h.Sockets, t.nsocks)
+	case int(h.Sockets)%t.nsocks != 0 || int(h.Sockets)/t.nsocks > MaxPaths:
+		return fmt.Sprintf("%d sockets per peer, this rank uses %d per path", h.Sockets, t.nsocks)
+	case t.ownPaths > 0 && int(h.Sockets)/t.nsocks != t.ownPaths:
+		return fmt.Sprintf("%d paths, this rank listens on %d addresses", int(h.Sockets)/t.nsocks, t.ownPaths)
 	}
 	return ""
 }
@@ -392,6 +435,25 @@ func (t *Transport) answer(nc net.Conn, h *wire.Handshake, nonce *[wire.NonceSiz
 	return err
 }
 
+// layout sets, or checks against what was set, the pair's paths: npaths
+// listener addresses of which mask are in use. It says why it cannot.
+func (pr *peer) layout(npaths int, mask uint16) string {
+	nsocks := pr.t.nsocks
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	switch {
+	case npaths < 1 || npaths > MaxPaths || mask == 0 || mask>>npaths != 0:
+		return fmt.Sprintf("paths %#x of %d", mask, npaths)
+	case pr.slots == nil:
+		pr.slots = make([]*conn, npaths*nsocks)
+		pr.reserved = make([]bool, npaths*nsocks)
+		pr.mask = mask
+	case len(pr.slots) != npaths*nsocks || pr.mask != mask:
+		return fmt.Sprintf("rank %d connects on paths %#x of %d, earlier on %#x of %d", pr.rank, mask, npaths, pr.mask, len(pr.slots)/nsocks)
+	}
+	return ""
+}
+
 // reserve claims socket index i for a handshake in progress, or says why
 // it cannot.
 func (pr *peer) reserve(i int) string {
@@ -400,7 +462,9 @@ func (pr *peer) reserve(i int) string {
 	switch {
 	case pr.closed || pr.err() != nil:
 		return fmt.Sprintf("rank %d is no longer connectable", pr.rank)
-	case pr.conns[i] != nil || pr.reserved[i]:
+	case pr.mask&(1<<(i/pr.t.nsocks)) == 0:
+		return fmt.Sprintf("rank %d connects socket %d on a path outside %#x", pr.rank, i, pr.mask)
+	case pr.slots[i] != nil || pr.reserved[i]:
 		return fmt.Sprintf("rank %d is already connected on socket %d", pr.rank, i)
 	}
 	pr.reserved[i] = true
@@ -426,14 +490,46 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 	}
 	c := newConn(nc, i, t.crc)
 	c.setPoll(t.pollFor, t.yield, &t.sending)
-	pr.conns[i] = c
+	pr.slots[i] = c
 	pr.have++
 	if t.state.Load() == stateAborted {
 		t.abortConn(c)
 	}
-	if pr.have < len(pr.conns) {
+	if pr.have < maskPaths(pr.mask)*t.nsocks {
 		return true
 	}
+	// All in: the connections in use, by path then slot.
+	var addrs []string
+	if pr.rank > t.rank {
+		addrs = t.paths[pr.rank]
+	}
+	for j, c := range pr.slots {
+		if c == nil {
+			continue
+		}
+		if j%t.nsocks == 0 {
+			p := &path{idx: j / t.nsocks, local: c.nc.LocalAddr().String(), remote: c.nc.RemoteAddr().String()}
+			if p.idx < len(addrs) {
+				p.remote = addrs[p.idx]
+			}
+			rate := defaultRate
+			if t.linkRate != nil {
+				if ta, ok := c.nc.LocalAddr().(*net.TCPAddr); ok {
+					if r := t.linkRate(ta.IP); r > 0 {
+						rate = r
+					}
+				}
+			}
+			p.setRate(rate)
+			pr.paths = append(pr.paths, p)
+		}
+		p := pr.paths[len(pr.paths)-1]
+		c.path, c.pos = p, len(pr.conns)
+		p.conns = append(p.conns, c)
+		pr.conns = append(pr.conns, c)
+	}
+	pr.cut = make([]uint64, len(pr.conns))
+	pr.rparts = make([]*conn, 0, len(pr.conns))
 	pr.send.setConns(pr.conns)
 	pr.recv.setConns(pr.conns)
 	for _, c := range pr.conns[1:] {

@@ -3,8 +3,12 @@
 //
 // # Connections
 //
-// Each pair of ranks (a, b) with a < b shares NSocks connections, all dialed
-// by a: a rank dials the higher ranks and accepts the lower ones. Either side
+// Each pair of ranks (a, b) with a < b shares NSocks connections per
+// network path, all dialed by a: a rank dials the higher ranks and accepts
+// the lower ones. A rank may publish several listener addresses (see
+// Config.Addrs), each a path: the dialer first finds which of them it
+// reaches, drops the others with a log line as long as one remains, and
+// tells the listener in every handshake which paths it connects on. Either side
 // may ask for the pair first. The dialer dials on its first call to the
 // peer (or in Connect), retrying with backoff until Config.ConnectTimeout
 // passes, since the peer may not answer yet; the accepting side waits, for as
@@ -39,9 +43,13 @@
 // Messages travel as data frames (see wire.FrameHeader): a header carrying
 // the fingerprint and the message length, written together with the payload
 // in one vectored write, and read straight into the caller's buffer.
-// Messages of 64 KiB and more are cut into NSocks stripes, one per
-// connection, moved at once; smaller ones travel on connection 0. Both ends
-// derive the cut from the message length.
+// Messages of 64 KiB and more are cut into stripes moved at once over the
+// pair's paths, in proportion to each path's estimated throughput, and
+// evenly over a path's connections; smaller ones travel on connection 0.
+// The sender alone decides the cut: the first stripe, on connection 0,
+// names the paths the others travel on, and the receiver lays their
+// lengths end to end in connection order. See Transport.Paths for the
+// estimates.
 //
 // Messages of up to 16 KiB are latency-bound. TrySend (transport.Eager)
 // writes them on the caller's goroutine, and a Recv expecting one polls
@@ -153,8 +161,14 @@ type Config struct {
 	// closes it in Close.
 	Listener net.Listener
 	// Addrs[r] is rank r's listener address, or "" for ranks not reached
-	// over tcp. Only the addresses of higher ranks are dialed.
+	// over tcp. Only the addresses of higher ranks are dialed. A rank
+	// with several network paths gives a comma-separated list (at most
+	// MaxPaths), one address per path, all served by its one listener;
+	// this rank's own entry, if not "", says how many it has.
 	Addrs []string
+	// LinkRate, if not nil, gives the speed in bytes/s of the link
+	// carrying a local address (0 if unknown): a path's starting weight.
+	LinkRate func(local net.IP) float64
 	// NSocks is the number of connections per pair of ranks, over which
 	// large messages are striped; 0 means 1. Both ends must agree.
 	NSocks int
@@ -211,6 +225,9 @@ type Transport struct {
 	nsocks         int
 	connectTimeout time.Duration
 	addrs          []string
+	paths          [][]string // addrs split: each rank's listener addresses
+	ownPaths       int        // this rank's listener addresses, 0 if not given
+	linkRate       func(net.IP) float64
 	ln             net.Listener
 	log            *slog.Logger
 	peers          []*peer // by rank; nil for this rank
@@ -240,11 +257,24 @@ type peer struct {
 	rank int
 
 	mu       sync.Mutex
-	conns    []*conn // by socket index, filled as connections come up
+	slots    []*conn // by handshake socket index (path * NSocks + slot), filled as connections come up
 	reserved []bool  // socket index taken by a handshake in progress
+	mask     uint16  // the paths in use, once known (dialer: found; listener: told)
 	have     int
 	closed   bool
+	dropped  []droppedPath // paths the dialer found not to connect
 	ready    chan struct{} // closed once all connections are up
+
+	// Set once ready, then read-only: the connections in use (conns[0]
+	// carries small messages and the first stripe of large ones) and
+	// their paths.
+	conns []*conn
+	paths []*path
+
+	cut     []uint64  // plan's bytes per connection (send gate)
+	sampled time.Time // when the paths' rates were last sampled (send gate)
+	pshare  [MaxPaths]float64
+	rparts  []*conn // stripedParts' result (receive gate)
 
 	dialOnce  sync.Once
 	probeOnce sync.Once
@@ -252,7 +282,7 @@ type peer struct {
 	failed    chan struct{} // closed when failure is set
 
 	send, recv gate
-	sendW      []*worker // for connections 1..NSocks-1
+	sendW      []*worker // for conns[1:]
 	recvW      []*worker
 }
 
@@ -282,12 +312,21 @@ func New(cfg Config) (*Transport, error) {
 		yield:          cfg.Yield,
 		connectTimeout: cfg.ConnectTimeout,
 		addrs:          append([]string(nil), cfg.Addrs...),
+		paths:          make([][]string, cfg.Size),
+		linkRate:       cfg.LinkRate,
 		ln:             cfg.Listener,
 		log:            cfg.Logger,
 		peers:          make([]*peer, cfg.Size),
 		pending:        make(map[*pendingConn]struct{}),
 		perSource:      make(map[string]int),
 	}
+	for r, a := range cfg.Addrs {
+		t.paths[r] = splitAddrs(a)
+		if len(t.paths[r]) > MaxPaths {
+			return nil, fmt.Errorf("tcp: rank %d has %d addresses, at most %d paths: %w", r, len(t.paths[r]), MaxPaths, errs.ErrInvalidArgument)
+		}
+	}
+	t.ownPaths = len(t.paths[cfg.Rank])
 	if t.connectTimeout == 0 {
 		t.connectTimeout = DefaultConnectTimeout
 	}
@@ -305,13 +344,11 @@ func New(cfg Config) (*Transport, error) {
 			continue
 		}
 		t.peers[r] = &peer{
-			t:        t,
-			rank:     r,
-			conns:    make([]*conn, t.nsocks),
-			reserved: make([]bool, t.nsocks),
-			ready:    make(chan struct{}),
-			failed:   make(chan struct{}),
-			send:     gate{write: true},
+			t:      t,
+			rank:   r,
+			ready:  make(chan struct{}),
+			failed: make(chan struct{}),
+			send:   gate{write: true},
 		}
 	}
 	t.spawn(t.acceptLoop)
@@ -373,42 +410,88 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	}
 	defer pr.send.exit()
 	total := uint64(len(p))
-	k := stripes(total, t.nsocks)
-	if k == 1 {
-		n, err := pr.conns[0].writeFrame(fp, total, p)
+	var mask uint16
+	var now time.Time
+	if total >= stripeMin && len(pr.conns) > 1 {
+		now = time.Now()
+		mask = pr.plan(total, now)
+	}
+	c0 := pr.conns[0]
+	if mask == 0 {
+		n, err := c0.writeFrame(fp, total, p, 0)
 		if err != nil {
 			return t.ioFailed(ctx, pr, err, n > 0, "send")
 		}
+		c0.path.sent.Add(total)
 		return nil
 	}
-	pr.send.arm(k)
+	pr.send.arm(len(pr.conns))
+	n0 := pr.cut[0]
+	off := n0
 	dispatched := 0
-	for i := 1; i < k; i++ {
-		off, n := stripe(total, k, i)
+dispatch:
+	for _, w := range pr.sendW {
+		if mask&(1<<w.c.path.idx) == 0 {
+			continue
+		}
+		n := pr.cut[w.c.pos]
 		select {
-		case pr.sendW[i-1].jobs <- job{fp: *fp, total: total, buf: p[off : off+n]}:
+		case w.jobs <- job{fp: *fp, total: total, buf: p[off : off+n]}:
 			dispatched++
+			off += n
 		case <-t.ctx.Done():
+			break dispatch
 		}
 	}
-	_, n0 := stripe(total, k, 0)
-	moved, err := pr.conns[0].writeFrame(fp, total, p[:n0])
+	moved, err := c0.writeFrame(fp, total, p[:n0], mask)
+	d0 := time.Since(now)
 	if err != nil {
 		pr.send.interrupt()
 	}
-	for i := 1; i <= dispatched; i++ {
-		r := <-pr.sendW[i-1].done
+	c0.path.sent.Add(n0)
+	// Per path: bytes sent and the longest of its connections' times.
+	var pbytes [MaxPaths]uint64
+	var ptime [MaxPaths]time.Duration
+	pbytes[c0.path.idx], ptime[c0.path.idx] = n0, d0
+	got := 0
+	for _, w := range pr.sendW {
+		if got == dispatched {
+			break
+		}
+		if mask&(1<<w.c.path.idx) == 0 {
+			continue
+		}
+		r := <-w.done
+		got++
 		moved += r.n
 		if r.err != nil && err == nil {
 			err = r.err
 			pr.send.interrupt()
 		}
+		i := w.c.path.idx
+		pbytes[i] += uint64(r.n)
+		ptime[i] = max(ptime[i], r.d)
+		w.c.path.sent.Add(uint64(max(r.n-wire.FrameHeaderSize, 0)))
 	}
-	if err == nil && dispatched < k-1 {
+	if err == nil && off != total {
 		err = net.ErrClosed
 	}
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, moved > 0, "send")
+	}
+	if len(pr.paths) > 1 {
+		// Re-estimate the paths' throughput: from the kernel's
+		// counters, at most every sampleEvery, or else from how long
+		// the writes took.
+		end := time.Now()
+		if end.Sub(pr.sampled) >= sampleEvery {
+			pr.sampled = end
+			for _, pa := range pr.paths {
+				if !pa.sampleKernel() {
+					pa.sample(pbytes[pa.idx], ptime[pa.idx])
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -465,42 +548,100 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 			"tcp: connection closed after rank %d sent a %d-byte message to a %d-byte receive", peer, h.Total, want)})
 		return mismatch(peer, fp, &h.Fingerprint, h.Total, want)
 	}
-	k := stripes(h.Total, t.nsocks)
-	_, n0 := stripe(h.Total, k, 0)
-	if h.Len != n0 {
-		return t.ioFailed(ctx, pr, fmt.Errorf("rank %d sent stripe 0 as %d bytes of a %d-byte message, want %d: %w",
-			peer, h.Len, h.Total, n0, errProtocol), true, "receive")
-	}
 	buf := p[:h.Total]
-	dispatched := 0
-	if k > 1 {
-		pr.recv.arm(k)
-		for i := 1; i < k; i++ {
-			off, n := stripe(h.Total, k, i)
-			select {
-			case pr.recvW[i-1].jobs <- job{recv: true, fp: h.Fingerprint, total: h.Total, buf: buf[off : off+n]}:
-				dispatched++
-			case <-t.ctx.Done():
+	var parts []*conn
+	if h.Len < h.Total || h.Paths != 0 {
+		if h.Len == h.Total {
+			err = fmt.Errorf("rank %d sent a whole message naming other paths %#x: %w", peer, h.Paths, errProtocol)
+		} else {
+			parts, err = pr.stripedParts(h.Paths)
+			if err == nil && len(parts) == 0 {
+				err = fmt.Errorf("rank %d sent %d bytes of a %d-byte message with no other stripes: %w", peer, h.Len, h.Total, errProtocol)
 			}
 		}
+		if err != nil {
+			return t.ioFailed(ctx, pr, err, true, "receive")
+		}
+		pr.recv.arm(len(pr.conns))
 	}
-	m, err := io.ReadFull(c0.nc, buf[:n0])
-	if err == nil {
-		err = checkCRC(peer, &h, buf[:n0])
+	// The other stripes follow the first in connection order: each of
+	// their workers reads its header and reports its length, and learns
+	// from the lengths before it where its payload goes.
+	dispatched := 0
+dispatch:
+	for _, c := range parts {
+		select {
+		case pr.recvW[c.pos-1].jobs <- job{recv: true, fp: h.Fingerprint, total: h.Total, buf: buf}:
+			dispatched++
+		case <-t.ctx.Done():
+			break dispatch
+		}
 	}
-	moved := int64(n + m)
-	if err != nil {
+	off := h.Len
+	hdrs := 0
+	for _, c := range parts[:dispatched] {
+		w := pr.recvW[c.pos-1]
+		r := <-w.done
+		hdrs++
+		if r.err != nil {
+			if err == nil {
+				err = r.err
+				pr.recv.interrupt()
+			}
+			continue
+		}
+		if err == nil && r.len > h.Total-off {
+			err = fmt.Errorf("rank %d's stripes of a %d-byte message add up to more: %w", peer, h.Total, errProtocol)
+			pr.recv.interrupt()
+		}
+		if err != nil {
+			select {
+			case w.offs <- -1:
+				<-w.done
+			case <-t.ctx.Done():
+			}
+			continue
+		}
+		select {
+		case w.offs <- int64(off):
+			w.pending = true
+			off += r.len
+		case <-t.ctx.Done():
+			err = net.ErrClosed
+		}
+	}
+	if err == nil && off != h.Total {
+		err = fmt.Errorf("rank %d's stripes of a %d-byte message add up to %d bytes: %w", peer, h.Total, off, errProtocol)
 		pr.recv.interrupt()
 	}
-	for i := 1; i <= dispatched; i++ {
-		r := <-pr.recvW[i-1].done
+	moved := int64(n)
+	if err == nil {
+		var m int
+		m, err = io.ReadFull(c0.nc, buf[:h.Len])
+		if err == nil {
+			err = checkCRC(peer, &h, buf[:h.Len])
+		}
+		moved += int64(m)
+		c0.path.received.Add(uint64(m))
+		if err != nil {
+			pr.recv.interrupt()
+		}
+	}
+	for _, c := range parts[:dispatched] {
+		w := pr.recvW[c.pos-1]
+		if !w.pending {
+			continue
+		}
+		r := <-w.done
+		w.pending = false
 		moved += r.n
+		c.path.received.Add(uint64(r.len))
 		if r.err != nil && err == nil {
 			err = r.err
 			pr.recv.interrupt()
 		}
 	}
-	if err == nil && dispatched < k-1 {
+	if err == nil && dispatched < len(parts) {
 		err = net.ErrClosed
 	}
 	if err != nil {
@@ -559,7 +700,7 @@ func (t *Transport) Abort(cause error) {
 		pr.send.kill()
 		pr.recv.kill()
 		pr.mu.Lock()
-		for _, c := range pr.conns {
+		for _, c := range pr.slots {
 			if c != nil {
 				conns = append(conns, c)
 			}
@@ -663,7 +804,7 @@ func (t *Transport) lookup(r int) (*peer, error) {
 	if r < 0 || r >= t.size || r == t.rank {
 		return nil, fmt.Errorf("tcp: rank %d has no peer %d in a world of %d: %w", t.rank, r, t.size, errs.ErrInvalidArgument)
 	}
-	if r > t.rank && t.addrs[r] == "" {
+	if r > t.rank && len(t.paths[r]) == 0 {
 		return nil, fmt.Errorf("tcp: no address for rank %d: %w", r, errs.ErrInvalidArgument)
 	}
 	return t.peers[r], nil
@@ -808,7 +949,7 @@ func (pr *peer) closeConns() {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.closed = true
-	for _, c := range pr.conns {
+	for _, c := range pr.slots {
 		if c != nil {
 			c.nc.Close()
 		}

@@ -16,25 +16,100 @@ import (
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
-func TestStripe(t *testing.T) {
-	for _, total := range []uint64{0, 1, stripeMin - 1, stripeMin, stripeMin + 1, 1 << 20, 4<<20 + 17, 1<<30 + 5} {
-		for _, n := range []int{1, 2, 3, 8, MaxSockets} {
-			k := stripes(total, n)
-			if total < stripeMin && k != 1 {
-				t.Errorf("stripes(%d, %d) = %d, want 1 below the threshold", total, n, k)
-			}
-			var next uint64
-			for i := 0; i < k; i++ {
-				off, l := stripe(total, k, i)
-				if off != next {
-					t.Fatalf("stripe(%d, %d, %d) starts at %d, want %d", total, k, i, off, next)
-				}
-				next = off + l
-			}
-			if next != total {
-				t.Errorf("stripes of a %d-byte message over %d cover %d bytes", total, k, next)
-			}
+// planPeer is a peer with the given path rates and nsocks connections per
+// path, as addConn lays it out.
+func planPeer(nsocks int, rates ...float64) *peer {
+	pr := &peer{}
+	for i, r := range rates {
+		p := &path{idx: i}
+		p.setRate(r)
+		for range nsocks {
+			c := &conn{path: p, pos: len(pr.conns)}
+			p.conns = append(p.conns, c)
+			pr.conns = append(pr.conns, c)
 		}
+		pr.paths = append(pr.paths, p)
+		pr.mask |= 1 << i
+	}
+	pr.cut = make([]uint64, len(pr.conns))
+	return pr
+}
+
+func TestPlan(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		name   string
+		nsocks int
+		rates  []float64
+		total  uint64
+		mask   uint16
+		shares []float64 // per path, of total, ±1%
+	}{
+		{"one connection", 1, []float64{1}, 1 << 20, 0, []float64{1}},
+		{"sockets on one path", 4, []float64{1}, 1 << 20, 1, []float64{1}},
+		{"two equal paths", 1, []float64{1, 1}, 1 << 20, 3, []float64{0.5, 0.5}},
+		{"a quarter", 2, []float64{1, 0.25}, 8<<20 + 3, 3, []float64{0.8, 0.2}},
+		{"slow home path", 1, []float64{0.1, 1}, 1 << 20, 3, []float64{1.0 / 11, 10.0 / 11}},
+		{"home path left out", 1, []float64{0.001, 1}, 1 << 20, 2, []float64{0, 1}},
+		{"other path left out", 1, []float64{1, 0.001}, 1 << 20, 0, []float64{1, 0}},
+		{"three paths", 2, []float64{3, 1, 0.001}, 1<<30 + 5, 3, []float64{0.75, 0.25, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pr := planPeer(tt.nsocks, tt.rates...)
+			for _, p := range pr.paths {
+				p.lastUsed = now // not due for a probe
+			}
+			mask := pr.plan(tt.total, now)
+			if mask != tt.mask {
+				t.Errorf("mask %#x, want %#x", mask, tt.mask)
+			}
+			var sum uint64
+			for i, p := range pr.paths {
+				var n uint64
+				for _, c := range p.conns {
+					n += pr.cut[c.pos]
+				}
+				sum += n
+				got := float64(n) / float64(tt.total)
+				if d := got - tt.shares[i]; d > 0.01 || d < -0.01 {
+					t.Errorf("path %d carries %.3f of the message, want %.3f", i, got, tt.shares[i])
+				}
+				if tt.shares[i] == 0 && n != 0 {
+					t.Errorf("path %d left out carries %d bytes", i, n)
+				}
+			}
+			if sum != tt.total {
+				t.Errorf("the cut covers %d bytes of %d", sum, tt.total)
+			}
+			// A path left out is tried again once reprobeEvery has passed.
+			if tt.shares[len(tt.shares)-1] == 0 {
+				pr.plan(tt.total, now.Add(reprobeEvery))
+				last := pr.paths[len(pr.paths)-1]
+				if pr.cut[last.conns[0].pos] == 0 {
+					t.Errorf("a path left out is not probed after %v", reprobeEvery)
+				}
+			}
+		})
+	}
+}
+
+func TestPathSample(t *testing.T) {
+	p := &path{}
+	p.setRate(100e6)
+	p.sample(minSample-1, time.Millisecond)
+	if p.getRate() != 100e6 {
+		t.Errorf("a sample below minSample moved the rate to %v", p.getRate())
+	}
+	p.sample(1<<30, time.Microsecond) // absorbed by the socket buffer
+	if r := p.getRate(); r > 100e6*(1+rateAlpha*(rateGrowth-1))+1 {
+		t.Errorf("one fast sample raised the rate to %v", r)
+	}
+	for range 20 {
+		p.sample(1<<20, time.Second) // 1 MiB/s
+	}
+	if r := p.getRate(); r > 1.1*(1<<20) {
+		t.Errorf("after 20 samples at 1 MiB/s the rate is %v", r)
 	}
 }
 
@@ -679,7 +754,8 @@ func TestHostilePeers(t *testing.T) {
 			{"communicator", as(0, 3, 4, 1, func(h *wire.Handshake) { h.CommID++ }), "communicator"},
 			{"world size", as(0, 3, 5, 1, nil), "world of 5 ranks"},
 			{"target", as(0, 2, 4, 1, nil), "meant for rank 2"},
-			{"sockets", as(0, 3, 4, 2, nil), "2 sockets per peer"},
+			{"sockets", as(0, 3, 4, 2, nil), "2 paths, this rank listens on 1 addresses"},
+			{"paths", as(0, 3, 4, 1, func(h *wire.Handshake) { h.Paths = 2 }), "paths 0x2 of 1"},
 			{"duplicate", as(2, 3, 4, 1, nil), "already connected"},
 		}
 		for _, tt := range tests {

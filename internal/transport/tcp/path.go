@@ -1,0 +1,342 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+)
+
+// MaxPaths is the most listener addresses (network paths) a rank may
+// publish.
+const MaxPaths = 16
+
+// pathProbeTimeout bounds the connection attempt that finds whether a path
+// reaches its peer.
+const pathProbeTimeout = 3 * time.Second
+
+// defaultRate is a path's starting throughput estimate, in bytes/s, when
+// its link speed is unknown (1 Gbit/s; only ratios between paths matter).
+const defaultRate = 125e6
+
+// Weighting. A path's share of a striped message follows its estimated
+// throughput; the estimate is an exponentially weighted moving average
+// of the throughput each striped send measures on it.
+const (
+	// rateAlpha is the weight of a new sample.
+	rateAlpha = 0.3
+	// sampleEvery is how often a busy pair samples its paths' kernel
+	// counters.
+	sampleEvery = 20 * time.Millisecond
+	// rateGrowth bounds how much one sample may raise the estimate: a
+	// write that the socket buffer absorbs at once says little about the
+	// link.
+	rateGrowth = 2
+	// minSample is the fewest bytes a send must put on a path for its
+	// time to count as a sample.
+	minSample = 64 << 10
+	// minShare is the smallest share of a message a path is given; a path
+	// whose weight is below it carries nothing but is tried again, with
+	// minShare, every probeEvery (so a link that recovers rejoins).
+	minShare = 1.0 / 32
+	// reprobeEvery is how often a path left out for its low weight is
+	// given a stripe again.
+	reprobeEvery = time.Second
+)
+
+// splitAddrs splits a comma-separated list of listener addresses.
+func splitAddrs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// A path is one network route between a pair of ranks: one listener
+// address of the higher rank, reached over whichever local interface the
+// routing table picks, carrying NSocks connections.
+type path struct {
+	idx    int    // index among the listener's addresses
+	remote string // the listener address
+	local  string // this end's address, once connected
+	conns  []*conn
+
+	sent, received atomic.Uint64
+	rate           atomic.Uint64 // float64 bits: estimated bytes/s
+	share          atomic.Uint64 // float64 bits: share of the last striped send
+	lastUsed       time.Time     // last striped send it carried (sender only)
+
+	// The kernel's counters at the last sample (sender only): bytes
+	// acknowledged, and the longest busy time of the path's connections.
+	acked    uint64
+	busy     time.Duration
+	counters bool // acked and busy hold a first reading
+}
+
+// sampleKernel folds the throughput the kernel measured on the path since
+// the last call into its estimate: bytes acknowledged per unit of time
+// the connections were busy sending, so idle time does not count. It
+// reports false where the kernel's counters cannot be read.
+func (p *path) sampleKernel() bool {
+	var acked uint64
+	var busy time.Duration
+	for _, c := range p.conns {
+		a, b, ok := tcpProgress(c.nc)
+		if !ok {
+			return false
+		}
+		acked += a
+		busy = max(busy, b)
+	}
+	if p.counters && acked >= p.acked+minSample && busy > p.busy {
+		p.sample(acked-p.acked, busy-p.busy)
+	}
+	if !p.counters || acked >= p.acked+minSample {
+		p.acked, p.busy, p.counters = acked, busy, true
+	}
+	return true
+}
+
+func (p *path) getRate() float64   { return math.Float64frombits(p.rate.Load()) }
+func (p *path) setRate(r float64)  { p.rate.Store(math.Float64bits(r)) }
+func (p *path) setShare(s float64) { p.share.Store(math.Float64bits(s)) }
+
+// sample folds a measured throughput into the path's estimate.
+func (p *path) sample(bytes uint64, d time.Duration) {
+	if bytes < minSample || d <= 0 {
+		return
+	}
+	old := p.getRate()
+	s := min(float64(bytes)/d.Seconds(), rateGrowth*old)
+	p.setRate((1-rateAlpha)*old + rateAlpha*s)
+}
+
+// PathStats describes one network path between this rank and a peer.
+type PathStats struct {
+	Peer int
+	// Path is the index of the path's listener address among those the
+	// higher rank of the pair published.
+	Path          int
+	Local, Remote string
+	// Up is false for a path dropped because it could not connect.
+	Up bool
+	// Rate is the estimated throughput in bytes/s, from the link speed at
+	// first and from measured sends afterwards; Share is the fraction of
+	// the last striped message this rank sent on the path.
+	Rate, Share float64
+	// Sent and Received count payload bytes.
+	Sent, Received uint64
+	// RTT and Retrans are the kernel's smoothed round-trip time and
+	// retransmitted segments (TCP_INFO, summed over the path's
+	// connections; zero where unavailable).
+	RTT     time.Duration
+	Retrans uint32
+}
+
+// String formats s on one line.
+func (s PathStats) String() string {
+	state := "up"
+	if !s.Up {
+		state = "dropped"
+	}
+	return fmt.Sprintf("peer %d path %d %s->%s %s rate %.1f MB/s share %.2f sent %d received %d rtt %v retrans %d",
+		s.Peer, s.Path, s.Local, s.Remote, state, s.Rate/1e6, s.Share, s.Sent, s.Received, s.RTT, s.Retrans)
+}
+
+// Paths returns the state of every path to every connected peer, by peer
+// and path. It is safe to call at any time.
+func (t *Transport) Paths() []PathStats {
+	var out []PathStats
+	for _, pr := range t.peers {
+		if pr == nil {
+			continue
+		}
+		select {
+		case <-pr.ready:
+		default:
+			continue
+		}
+		pr.mu.Lock()
+		dropped := pr.dropped
+		pr.mu.Unlock()
+		for _, p := range pr.paths {
+			s := PathStats{Peer: pr.rank, Path: p.idx, Local: p.local, Remote: p.remote, Up: true,
+				Rate: p.getRate(), Share: math.Float64frombits(p.share.Load()),
+				Sent: p.sent.Load(), Received: p.received.Load()}
+			for _, c := range p.conns {
+				if rtt, re, ok := tcpInfo(c.nc); ok {
+					s.RTT = max(s.RTT, rtt)
+					s.Retrans += re
+				}
+			}
+			out = append(out, s)
+		}
+		for _, d := range dropped {
+			out = append(out, PathStats{Peer: pr.rank, Path: d.idx, Remote: d.remote})
+		}
+	}
+	return out
+}
+
+// plan cuts a striped message of total bytes over pr's paths in
+// proportion to their estimated throughput, filling pr.cut (bytes per
+// connection, in connection order) and returning the set of paths other
+// than conn 0's own stripe that carry something (wire.FrameHeader.Paths).
+// Connection 0 always carries the first stripe, possibly empty. The
+// caller holds the send gate.
+func (pr *peer) plan(total uint64, now time.Time) uint16 {
+	var sum float64
+	for _, p := range pr.paths {
+		sum += p.getRate()
+	}
+	var mask uint16
+	var use float64
+	for _, p := range pr.paths {
+		r := p.getRate()
+		pr.pshare[p.idx] = 0
+		if r/sum < minShare && now.Sub(p.lastUsed) < reprobeEvery {
+			continue
+		}
+		use += max(r, minShare*sum)
+		pr.pshare[p.idx] = max(r, minShare*sum)
+	}
+	left := total
+	var last int = -1
+	for _, p := range pr.paths {
+		w := pr.pshare[p.idx]
+		p.setShare(w / use)
+		if w == 0 {
+			for _, c := range p.conns {
+				pr.cut[c.pos] = 0
+			}
+			continue
+		}
+		p.lastUsed = now
+		mask |= 1 << p.idx
+		n := uint64(float64(total) * w / use)
+		per := n / uint64(len(p.conns))
+		for _, c := range p.conns {
+			pr.cut[c.pos] = per
+			left -= per
+			last = c.pos
+		}
+	}
+	if last >= 0 {
+		pr.cut[last] += left // rounding
+	}
+	if mask == 1<<pr.paths[0].idx && len(pr.paths[0].conns) == 1 {
+		// All of it on conn 0: not striped.
+		return 0
+	}
+	return mask
+}
+
+// stripedParts returns the connections other than conn 0 that carry the
+// stripes of a message whose first stripe named paths mask, in the order
+// their stripes follow one another, or an error if mask names a path the
+// pair does not use.
+func (pr *peer) stripedParts(mask uint16) ([]*conn, error) {
+	if mask&^pr.mask != 0 {
+		return nil, fmt.Errorf("rank %d striped a message over paths %#x, the pair uses %#x: %w", pr.rank, mask, pr.mask, errProtocol)
+	}
+	parts := pr.rparts[:0]
+	for _, c := range pr.conns[1:] {
+		if mask&(1<<c.path.idx) != 0 {
+			parts = append(parts, c)
+		}
+	}
+	pr.rparts = parts
+	return parts, nil
+}
+
+// findPaths finds which of a peer's listener addresses this rank reaches:
+// it connects to each (and closes at once, which the listener ignores),
+// trying again with backoff while none answers. Paths that do not answer
+// within pathProbeTimeout are dropped, with a log line, as long as one
+// does. It returns the set of reachable paths.
+func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (uint16, error) {
+	backoff := minBackoff
+	refusals := 0
+	for {
+		errsAt := make([]error, len(addrs))
+		var wg sync.WaitGroup
+		for i, a := range addrs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pctx, cancel := context.WithTimeout(ctx, pathProbeTimeout)
+				defer cancel()
+				var d net.Dialer
+				nc, err := d.DialContext(pctx, "tcp", a)
+				if err == nil {
+					nc.Close()
+				}
+				errsAt[i] = err
+			}()
+		}
+		wg.Wait()
+		var mask uint16
+		refused := 0
+		for i, err := range errsAt {
+			if err == nil {
+				mask |= 1 << i
+			} else if errors.Is(err, syscall.ECONNREFUSED) {
+				refused++
+			}
+		}
+		if mask != 0 {
+			var dropped []droppedPath
+			for i, err := range errsAt {
+				if err != nil {
+					t.log.Warn("tcp: path does not reach the peer; dropped", "peer", pr.rank, "path", i, "addr", addrs[i], "err", err)
+					dropped = append(dropped, droppedPath{idx: i, remote: addrs[i]})
+				}
+			}
+			pr.mu.Lock()
+			pr.dropped = dropped
+			pr.mu.Unlock()
+			return mask, nil
+		}
+		if refused == len(addrs) {
+			if refusals++; refusals >= goneAfterRefusals {
+				return 0, &errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+					"tcp: rank %d's listeners at %s refuse connections: the process is gone", pr.rank, strings.Join(addrs, ","))}
+			}
+		} else {
+			refusals = 0
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, &errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+				"tcp: no path to rank %d at %s within %v (errors: %v): %w", pr.rank, strings.Join(addrs, ","), t.connectTimeout, errsAt, errs.ErrTimeout)}
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// droppedPath is a path found not to connect.
+type droppedPath struct {
+	idx    int
+	remote string
+}
+
+// maskPaths counts the paths in a mask.
+func maskPaths(m uint16) int { return bits.OnesCount16(m) }

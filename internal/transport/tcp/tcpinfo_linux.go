@@ -1,0 +1,49 @@
+package tcp
+
+import (
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tcpInfo returns the kernel's smoothed round-trip time and count of
+// retransmitted segments for a TCP connection.
+func tcpInfo(nc net.Conn) (rtt time.Duration, retrans uint32, ok bool) {
+	info := getTCPInfo(nc)
+	if info == nil {
+		return 0, 0, false
+	}
+	return time.Duration(info.Rtt) * time.Microsecond, info.Total_retrans, true
+}
+
+// tcpProgress returns how many bytes sent on a TCP connection the peer
+// has acknowledged, and for how long in all the connection was busy
+// sending (had data in flight or waiting).
+func tcpProgress(nc net.Conn) (acked uint64, busy time.Duration, ok bool) {
+	info := getTCPInfo(nc)
+	if info == nil {
+		return 0, 0, false
+	}
+	return info.Bytes_acked, time.Duration(info.Busy_time) * time.Microsecond, true
+}
+
+func getTCPInfo(nc net.Conn) *unix.TCPInfo {
+	sc, isSC := nc.(syscall.Conn)
+	if !isSC {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var info *unix.TCPInfo
+	cerr := raw.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	})
+	if cerr != nil || err != nil {
+		return nil
+	}
+	return info
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package tcp
+
+import (
+	"net"
+	"time"
+)
+
+// tcpInfo reports nothing where TCP_INFO is not read.
+func tcpInfo(net.Conn) (rtt time.Duration, retrans uint32, ok bool) { return 0, 0, false }
+
+// tcpProgress reports nothing where TCP_INFO is not read.
+func tcpProgress(net.Conn) (acked uint64, busy time.Duration, ok bool) { return 0, 0, false }
