@@ -88,6 +88,8 @@ func TestRankProcess(t *testing.T) {
 		}
 	case "paths":
 		rankPaths(t, c)
+	case "pathsdown":
+		rankPathsDown(t, c)
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

@@ -2,6 +2,7 @@ package hcomm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,31 +26,38 @@ const netnsSubnet2 = "192.168.80"
 // if not empty, shapes link i's egress on every host with tbf.
 func newTwoLinkCluster(t *testing.T, hosts int, rates [2]string) *cluster {
 	c := newCluster(t, hosts, rates[0])
+	c.addLink("eth1", "br1", netnsSubnet2, rates[1])
+	return c
+}
+
+// addLink gives every host another link, dev, on a bridge of its own with
+// addresses subnet.(10+i)/24, shaped to rate if not empty.
+func (c *cluster) addLink(dev, bridge, subnet, rate string) {
+	c.t.Helper()
 	br := c.prefix + "br"
-	c.ip("-n", br, "link", "add", "br1", "type", "bridge")
-	c.ip("-n", br, "link", "set", "br1", "up")
+	c.ip("-n", br, "link", "add", bridge, "type", "bridge")
+	c.ip("-n", br, "link", "set", bridge, "up")
 	for i, ns := range c.hosts {
-		q := fmt.Sprintf("q%d", i)
-		c.ip("-n", ns, "link", "add", "eth1", "type", "veth", "peer", "name", q, "netns", br)
-		c.ip("-n", ns, "addr", "add", fmt.Sprintf("%s.%d/24", netnsSubnet2, 10+i), "dev", "eth1")
-		c.ip("-n", ns, "link", "set", "eth1", "up")
-		c.ip("-n", br, "link", "set", q, "master", "br1")
+		q := fmt.Sprintf("%s%d", bridge, i)
+		c.ip("-n", ns, "link", "add", dev, "type", "veth", "peer", "name", q, "netns", br)
+		c.ip("-n", ns, "addr", "add", fmt.Sprintf("%s.%d/24", subnet, 10+i), "dev", dev)
+		c.ip("-n", ns, "link", "set", dev, "up")
+		c.ip("-n", br, "link", "set", q, "master", bridge)
 		c.ip("-n", br, "link", "set", q, "up")
-		if rates[1] != "" {
-			c.shape(ns, "eth1", rates[1])
+		if rate != "" {
+			c.shape(ns, dev, rate)
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, ns := range c.hosts {
 		for time.Now().Before(deadline) {
-			out, _ := exec.Command("ip", "-n", ns, "-br", "link", "show", "eth1").Output()
+			out, _ := exec.Command("ip", "-n", ns, "-br", "link", "show", dev).Output()
 			if strings.Contains(string(out), " UP ") {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return c
 }
 
 // shape sets (or replaces) a tbf qdisc on dev in namespace ns.
@@ -82,6 +90,10 @@ func tcpOf(t *testing.T, c *Comm, p int) *tcp.Transport {
 func rankPaths(t *testing.T, c *Comm) {
 	rankMatrix[float32](t, []*Comm{c})
 	rankLarge(t, c)
+	var dump strings.Builder
+	if err := c.WriteState(&dump); err != nil || !strings.Contains(dump.String(), "tcp peer ") {
+		t.Errorf("WriteState shows no network paths (%v):\n%s", err, dump.String())
+	}
 	per, _ := strconv.Atoi(os.Getenv("HCOMM_TEST_PER_HOST"))
 	// A few large AllReduces so the weights settle.
 	buf := make([]float32, 4<<20/4)
@@ -165,5 +177,83 @@ func TestMultiPathNetns(t *testing.T) {
 			}
 			t.Logf("4 ranks on 2 namespaces, 2 paths (%v): %v", tt.rates, time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// rankPathsDown runs AllReduces until one fails, after rank 0 has created
+// the file HCOMM_TEST_MARK (the test then takes every data link of host 1
+// down): the failure must be the loss of the connections, found by the
+// connections' health bound (HCOMM_TCP_DEAD) or the local link's state,
+// not the collective's timeout.
+func rankPathsDown(t *testing.T, c *Comm) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	buf := make([]float32, 256<<10)
+	for i := 0; ; i++ {
+		err := AllReduce(ctx, c, buf, buf, Sum)
+		if err != nil {
+			// Both ranks live: the first to find its connections dead
+			// fails, and the other may hear of that (through the store,
+			// on its own link) before its own connections time out. Either
+			// way the cause is the lost connection, not a deadline.
+			lost, aborted := errors.Is(err, ErrPeerLost), errors.Is(err, ErrAborted)
+			if errors.Is(err, ErrTimeout) || !lost && !aborted || !strings.Contains(err.Error(), "connection") {
+				t.Fatalf("AllReduce %d: %v (lost %v, aborted %v), want the loss of the peer's connections", i, err, lost, aborted)
+			}
+			t.Logf("AllReduce %d: %v (lost %v, aborted %v)", i, err, lost, aborted)
+			return
+		}
+		if i == 5 && c.Rank() == 0 {
+			if err := os.WriteFile(os.Getenv("HCOMM_TEST_MARK"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestMultiPathAllDown: 2 hosts × 1 rank over two links, the store on a
+// third; both data links of one host go down in the middle of an
+// AllReduce loop, and both ranks fail with ErrPeerLost within
+// HCOMM_TCP_DEAD (2 s here) rather than hanging until the collective's
+// deadline.
+func TestMultiPathAllDown(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	cl := newTwoLinkCluster(t, 2, [2]string{"", ""})
+	cl.addLink("mgmt0", "br2", "192.168.81", "")
+	dir := t.TempDir()
+	rsh := filepath.Join(dir, "nsrsh")
+	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(dir, "mark")
+	flags := []string{"-n", "2", "--hosts", fmt.Sprintf("%s:1,%s:1", cl.hosts[0], cl.hosts[1]),
+		"--rsh", rsh, "--store-addr", "192.168.81.10:0", "--tag-output", "--timeout", "4m",
+		"-x", childEnv, "-x", "HCOMM_SOCKET_IFNAME=eth", "-x", "HCOMM_TCP_DEAD=2s", "-x", "HCOMM_TEST_MARK=" + mark}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Wait for the job to reach its loop, then cut host 1's links.
+		for {
+			if _, err := os.Stat(mark); err == nil {
+				break
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-t.Context().Done():
+				return
+			}
+		}
+		for _, dev := range []string{"eth0", "eth1"} {
+			exec.Command("ip", "-n", cl.hosts[1], "link", "set", dev, "down").Run()
+		}
+	}()
+	out, err := launch(t, flags, []string{"ip", "netns", "exec", cl.hosts[0]}, "pathsdown",
+		"HCOMM_TEST_MARK="+mark)
+	<-done
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }

@@ -90,6 +90,8 @@ type Values struct {
 	Yield          int           // 1 on, -1 off, 0 auto
 	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
 	Checksum       bool
+	PathWeights    string        // "" (measured), "speed" or "equal"
+	TCPDead        time.Duration // 0: the transport's default, < 0: the system's
 	CheckResults   bool
 	Insecure       bool   // join without a secret token even where strangers can reach the job
 	DumpSignal     string // "", "USR1" or "USR2"
@@ -335,6 +337,50 @@ var Table = []Var{
 				return "0"
 			}
 			return v.TCPPoll.String()
+		}},
+	{Name: "HCOMM_PATH_WEIGHTS", Type: "measured|speed|equal", Default: "measured",
+		Doc: "how large TCP messages are shared among network paths: by measured throughput, link speed, or evenly",
+		parse: func(v *Values, s string) error {
+			switch w := strings.ToLower(strings.TrimSpace(s)); w {
+			case "measured", "":
+				v.PathWeights = ""
+			case "speed", "equal":
+				v.PathWeights = w
+			default:
+				return fmt.Errorf("want measured, speed or equal")
+			}
+			return nil
+		},
+		show: func(v *Values) string {
+			if v.PathWeights == "" {
+				return "measured"
+			}
+			return v.PathWeights
+		}},
+	{Name: "HCOMM_TCP_DEAD", Type: "duration", Default: "20s",
+		Doc: "a TCP connection whose peer's host answers nothing for this long fails (keepalive, TCP_USER_TIMEOUT); 0 = the system's defaults",
+		parse: func(v *Values, s string) error {
+			d, err := ParseDuration(s)
+			if err != nil {
+				return err
+			}
+			if d < 0 || d > 0 && d < time.Second {
+				return fmt.Errorf("%v: want 0 or at least 1s", d)
+			}
+			v.TCPDead = d
+			if d == 0 {
+				v.TCPDead = -1
+			}
+			return nil
+		},
+		show: func(v *Values) string {
+			switch {
+			case v.TCPDead == 0:
+				return "20s"
+			case v.TCPDead < 0:
+				return "0"
+			}
+			return v.TCPDead.String()
 		}},
 	{Name: "HCOMM_CHECKSUM", Type: "bool", Default: "0", Field: "Checksum",
 		Doc:   "1: CRC32C on every TCP data frame",

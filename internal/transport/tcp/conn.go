@@ -54,9 +54,18 @@ type conn struct {
 	pollFn  func(fd uintptr) bool
 }
 
-func newConn(nc net.Conn, idx int, crc bool) *conn {
+func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		if deadAfter > 0 {
+			// Idle: probes from half the bound, five of them, then
+			// the connection fails. Busy: unacknowledged data fails
+			// it after the bound (TCP_USER_TIMEOUT, where there is
+			// one).
+			tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true,
+				Idle: max(deadAfter/2, time.Second), Interval: max(deadAfter/10, time.Second), Count: 5})
+			setUserTimeout(tc, deadAfter)
+		}
 	}
 	return &conn{nc: nc, idx: idx, crc: crc}
 }

@@ -488,7 +488,7 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 		nc.Close()
 		return false
 	}
-	c := newConn(nc, i, t.crc)
+	c := newConn(nc, i, t.crc, t.deadAfter)
 	c.setPoll(t.pollFor, t.yield, &t.sending)
 	pr.slots[i] = c
 	pr.have++

@@ -29,7 +29,7 @@ func tcpPair(t *testing.T, pollFor time.Duration, sending *atomic.Int32) (*conn,
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newConn(r, 0, false)
+	c := newConn(r, 0, false, 0)
 	c.setPoll(pollFor, false, sending)
 	if c.raw == nil {
 		t.Fatal("polled reads not enabled on a TCP connection")

@@ -126,6 +126,8 @@ const (
 	// scheduled), where a message between busy ranks arrives within a few;
 	// 50 µs is also Linux's suggested net.core.busy_read.
 	DefaultPollFor = 50 * time.Microsecond
+	// DefaultDeadAfter is Config.DeadAfter when zero.
+	DefaultDeadAfter = 20 * time.Second
 	// MaxSockets is the largest Config.NSocks accepted.
 	MaxSockets = 64
 
@@ -169,6 +171,17 @@ type Config struct {
 	// LinkRate, if not nil, gives the speed in bytes/s of the link
 	// carrying a local address (0 if unknown): a path's starting weight.
 	LinkRate func(local net.IP) float64
+	// Weights says how large messages are shared among paths: "" or
+	// "measured", in proportion to each path's throughput as measured
+	// (starting from LinkRate); "speed", to LinkRate only; "equal",
+	// evenly.
+	Weights string
+	// DeadAfter is how long a connection may go without an answer from
+	// its peer's host (data unacknowledged, or keepalive probes
+	// unanswered while idle) before it fails and the peer is lost: 0
+	// means DefaultDeadAfter, a negative value leaves the system's
+	// defaults (minutes).
+	DeadAfter time.Duration
 	// NSocks is the number of connections per pair of ranks, over which
 	// large messages are striped; 0 means 1. Both ends must agree.
 	NSocks int
@@ -228,6 +241,8 @@ type Transport struct {
 	paths          [][]string // addrs split: each rank's listener addresses
 	ownPaths       int        // this rank's listener addresses, 0 if not given
 	linkRate       func(net.IP) float64
+	fixedWeights   bool          // weights stay as they start
+	deadAfter      time.Duration // <= 0: the system's defaults
 	ln             net.Listener
 	log            *slog.Logger
 	peers          []*peer // by rank; nil for this rank
@@ -298,6 +313,8 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("tcp: %d addresses for %d ranks: %w", len(cfg.Addrs), cfg.Size, errs.ErrInvalidArgument)
 	case cfg.NSocks < 0 || cfg.NSocks > MaxSockets:
 		return nil, fmt.Errorf("tcp: %d sockets per peer, want 1 to %d: %w", cfg.NSocks, MaxSockets, errs.ErrInvalidArgument)
+	case cfg.Weights != "" && cfg.Weights != "measured" && cfg.Weights != "speed" && cfg.Weights != "equal":
+		return nil, fmt.Errorf("tcp: weights %q, want measured, speed or equal: %w", cfg.Weights, errs.ErrInvalidArgument)
 	case cfg.ConnectTimeout < 0:
 		return nil, fmt.Errorf("tcp: negative connect timeout: %w", errs.ErrInvalidArgument)
 	}
@@ -314,6 +331,8 @@ func New(cfg Config) (*Transport, error) {
 		addrs:          append([]string(nil), cfg.Addrs...),
 		paths:          make([][]string, cfg.Size),
 		linkRate:       cfg.LinkRate,
+		fixedWeights:   cfg.Weights == "speed" || cfg.Weights == "equal",
+		deadAfter:      cfg.DeadAfter,
 		ln:             cfg.Listener,
 		log:            cfg.Logger,
 		peers:          make([]*peer, cfg.Size),
@@ -327,6 +346,12 @@ func New(cfg Config) (*Transport, error) {
 		}
 	}
 	t.ownPaths = len(t.paths[cfg.Rank])
+	if cfg.Weights == "equal" {
+		t.linkRate = nil
+	}
+	if t.deadAfter == 0 {
+		t.deadAfter = DefaultDeadAfter
+	}
 	if t.connectTimeout == 0 {
 		t.connectTimeout = DefaultConnectTimeout
 	}
@@ -479,7 +504,7 @@ dispatch:
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, moved > 0, "send")
 	}
-	if len(pr.paths) > 1 {
+	if len(pr.paths) > 1 && !t.fixedWeights {
 		// Re-estimate the paths' throughput: from the kernel's
 		// counters, at most every sampleEvery, or else from how long
 		// the writes took.

@@ -47,3 +47,15 @@ func getTCPInfo(nc net.Conn) *unix.TCPInfo {
 	}
 	return info
 }
+
+// setUserTimeout makes data left unacknowledged for d fail the connection
+// (TCP_USER_TIMEOUT).
+func setUserTimeout(tc *net.TCPConn, d time.Duration) {
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	raw.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
+	})
+}

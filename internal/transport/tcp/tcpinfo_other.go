@@ -12,3 +12,6 @@ func tcpInfo(net.Conn) (rtt time.Duration, retrans uint32, ok bool) { return 0, 
 
 // tcpProgress reports nothing where TCP_INFO is not read.
 func tcpProgress(net.Conn) (acked uint64, busy time.Duration, ok bool) { return 0, 0, false }
+
+// setUserTimeout does nothing where there is no TCP_USER_TIMEOUT.
+func setUserTimeout(*net.TCPConn, time.Duration) {}
