@@ -77,7 +77,12 @@ for rep in $(seq $REPS); do
 done
 echo "rows in $OUT" >&2
 # medians of busbw (column 7) per label, op, bytes
-sort -t, -k1,1 -k2,2 -k4,4n $OUT | awk -F, '
-  function flush() { if (n) { asort(v); m = (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2; printf "%-20s %-10s %10d  busbw median %.3f GB/s (n=%d)\n", k1, k2, k4, m, n } delete v; n = 0 }
-  { key = $1 "," $2 "," $4; if (key != last) { flush(); last = key; k1 = $1; k2 = $2; k4 = $4 } v[++n] = $7 }
-  END { flush() }'
+python3 - "$OUT" <<'PY'
+import csv, statistics, sys
+rows = {}
+for r in csv.reader(open(sys.argv[1])):
+    if len(r) == 7 and r[0] != "impl":
+        rows.setdefault((r[1], int(r[3]), r[0]), []).append(float(r[6]))
+for (op, size, label), v in sorted(rows.items()):
+    print(f"{op:10s} {size >> 20:4d} MiB {label:20s} busbw median {statistics.median(v):.4f} GB/s of {len(v)}: {v}")
+PY
