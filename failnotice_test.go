@@ -104,21 +104,7 @@ func rankLazyKill(t *testing.T, c *Comm) {
 
 // noticeLines parses the NOTICE lines of a job's output by rank.
 func noticeLines(out string) map[int]map[string]string {
-	lines := map[int]map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		_, rest, ok := strings.Cut(line, "NOTICE ")
-		if !ok {
-			continue
-		}
-		f := map[string]string{}
-		for _, kv := range strings.SplitN(rest, " ", 5) {
-			k, v, _ := strings.Cut(kv, "=")
-			f[k] = v
-		}
-		r, _ := strconv.Atoi(f["rank"])
-		lines[r] = f
-	}
-	return lines
+	return taggedLines(out, "NOTICE ", 5)
 }
 
 // checkSurvivors checks that every rank but victim reported ErrPeerLost

@@ -265,20 +265,7 @@ func faultJob(t *testing.T, n int, mode string, env ...string) (string, map[int]
 	cmd.Env = append(append(os.Environ(), childEnv+"="+mode, "HCOMM_TEST_DIR="+dir), env...)
 	outb, err := cmd.CombinedOutput()
 	out := string(outb)
-	lines := map[int]map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		_, rest, ok := strings.Cut(line, "SURVIVOR ")
-		if !ok {
-			continue
-		}
-		f := map[string]string{}
-		for _, kv := range strings.SplitN(rest, " ", 4) {
-			k, v, _ := strings.Cut(kv, "=")
-			f[k] = v
-		}
-		r, _ := strconv.Atoi(f["rank"])
-		lines[r] = f
-	}
+	lines := taggedLines(out, "SURVIVOR ", 4)
 	leftovers(t, dir)
 	return out, lines, err
 }
@@ -505,4 +492,25 @@ func TestStoreVanishes(t *testing.T) {
 		t.Errorf("error does not mention the store: %v", err)
 	}
 	t.Logf("Init: %v", err)
+}
+
+// taggedLines parses the lines of a job's output that carry tag (e.g.
+// "NOTICE ") followed by up to n space-separated key=value fields, the
+// last of which may hold spaces, into each rank's fields.
+func taggedLines(out, tag string, n int) map[int]map[string]string {
+	lines := map[int]map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(line, tag)
+		if !ok {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.SplitN(rest, " ", n) {
+			k, v, _ := strings.Cut(kv, "=")
+			f[k] = v
+		}
+		r, _ := strconv.Atoi(f["rank"])
+		lines[r] = f
+	}
+	return lines
 }

@@ -274,17 +274,7 @@ func TestScenarios(t *testing.T) {
 // scenarioLines parses the SCENARIO lines of a job's output by rank.
 func scenarioLines(out string) map[int]outcome {
 	got := map[int]outcome{}
-	for _, line := range strings.Split(out, "\n") {
-		_, rest, ok := strings.Cut(line, "SCENARIO ")
-		if !ok {
-			continue
-		}
-		f := map[string]string{}
-		for _, kv := range strings.SplitN(rest, " ", 6) {
-			k, v, _ := strings.Cut(kv, "=")
-			f[k] = v
-		}
-		r, _ := strconv.Atoi(f["rank"])
+	for r, f := range taggedLines(out, "SCENARIO ", 6) {
 		peer, _ := strconv.Atoi(f["peer"])
 		msg, _ := strconv.Unquote(f["err"])
 		got[r] = outcome{kinds: f["kinds"], peer: peer, op: f["op"], typ: f["type"], err: msg}
