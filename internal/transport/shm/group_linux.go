@@ -436,16 +436,7 @@ func (t *Transport) grDead(want uint32, eq bool) int {
 		if j == t.me || !t.grMissing(j, want, eq) {
 			continue
 		}
-		pe := t.peers[t.local[j]]
-		alive := true
-		if pe.pidfd >= 0 {
-			t.grp.pfd[0] = unix.PollFd{Fd: int32(pe.pidfd), Events: unix.POLLIN}
-			n, err := unix.Poll(t.grp.pfd[:], 0)
-			alive = err != nil || n == 0
-		} else {
-			alive = unix.Kill(pe.pid, 0) != unix.ESRCH
-		}
-		if !alive {
+		if !t.peers[t.local[j]].alive(&t.grp.pfd) {
 			return j
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/shmdir"
 	"github.com/hcomm-go/hcomm/internal/spin"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -776,7 +777,7 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		}
 		if start.IsZero() {
 			start = time.Now()
-		} else if time.Since(start) >= livenessAfter && !pe.alive(r) {
+		} else if time.Since(start) >= livenessAfter && !pe.alive(&r.pfd) {
 			return &errs.PeerError{Peer: pe.rank, Kind: errs.ErrPeerLost, Cause: errGone}
 		}
 		atomic.StoreUint32(flag, 1)
@@ -822,15 +823,15 @@ func (t *Transport) ctxError(ctx context.Context, pe *peer, err error) error {
 	return fmt.Errorf("shm transport: waiting on rank %d: %w", pe.rank, err)
 }
 
-// alive reports whether the peer process still runs. r provides scratch
+// alive reports whether the peer process still runs. pfd is scratch
 // space owned by the calling goroutine.
-func (pe *peer) alive(r *ring) bool {
+func (pe *peer) alive(pfd *[1]unix.PollFd) bool {
 	if pe.pidfd >= 0 {
-		r.pfd[0] = unix.PollFd{Fd: int32(pe.pidfd), Events: unix.POLLIN}
-		n, err := unix.Poll(r.pfd[:], 0)
+		pfd[0] = unix.PollFd{Fd: int32(pe.pidfd), Events: unix.POLLIN}
+		n, err := unix.Poll(pfd[:], 0)
 		return err != nil || n == 0
 	}
-	return unix.Kill(pe.pid, 0) != unix.ESRCH
+	return shmdir.Alive(pe.pid)
 }
 
 // Abort fails this rank's pending and later calls with an error wrapping
