@@ -339,7 +339,7 @@ func (s *segment) awaitAttached(ctx context.Context) error {
 				return fmt.Errorf("local rank %d failed during setup: %s", i, s.reason(i))
 			}
 		}
-		if creator > 0 && unix.Kill(creator, 0) == unix.ESRCH {
+		if creator > 0 && !shmdir.Alive(creator) {
 			return errors.New("the process that created the segment is gone")
 		}
 		d := 20 * time.Millisecond
@@ -381,7 +381,7 @@ func segmentName(ctx context.Context, cfg *Config) (string, error) {
 			}
 			cancel()
 		}
-		if pid > 0 && unix.Kill(pid, 0) == unix.ESRCH {
+		if pid > 0 && !shmdir.Alive(pid) {
 			removeSegmentsOf(cfg, pid)
 			return "", fmt.Errorf("the local rank creating the shared-memory segment (pid %d) exited during setup", pid)
 		}
