@@ -360,7 +360,7 @@ func (t *Transport) grAwait(d transport.Deferred, q int, word *uint32, want uint
 		if ddl, has := ctx.Deadline(); has {
 			dl = min(dl, time.Until(ddl))
 			if dl <= 0 {
-				return t.grCtxError(ctx, q, context.DeadlineExceeded)
+				return ctxError(ctx, t.local[q], context.DeadlineExceeded)
 			}
 		}
 		if start.IsZero() {
@@ -403,7 +403,7 @@ func (t *Transport) grStop(ctx context.Context, q int, want uint32, eq bool) err
 		return e
 	}
 	if err := ctx.Err(); err != nil {
-		return t.grCtxError(ctx, q, err)
+		return ctxError(ctx, t.local[q], err)
 	}
 	for j := range t.grp.n {
 		if j == t.me {
@@ -418,13 +418,6 @@ func (t *Transport) grStop(ctx context.Context, q int, want uint32, eq bool) err
 		}
 	}
 	return nil
-}
-
-func (t *Transport) grCtxError(ctx context.Context, q int, err error) error {
-	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("shm transport: waiting on rank %d: %w (%w)", t.local[q], err, cause)
-	}
-	return fmt.Errorf("shm transport: waiting on rank %d: %w", t.local[q], err)
 }
 
 // grDead returns a local rank that has not reached what this rank awaits

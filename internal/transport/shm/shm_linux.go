@@ -772,7 +772,7 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		if dl, ok := ctx.Deadline(); ok {
 			d = min(d, time.Until(dl))
 			if d <= 0 {
-				return t.ctxError(ctx, pe, context.DeadlineExceeded)
+				return ctxError(ctx, pe.rank, context.DeadlineExceeded)
 			}
 		}
 		if start.IsZero() {
@@ -802,7 +802,7 @@ func (t *Transport) stopReason(ctx context.Context, pe *peer, r *ring) error {
 		return e
 	}
 	if err := ctx.Err(); err != nil {
-		return t.ctxError(ctx, pe, err)
+		return ctxError(ctx, pe.rank, err)
 	}
 	if atomic.LoadUint32(r.broken) != 0 {
 		return brokenError(pe)
@@ -816,11 +816,12 @@ func (t *Transport) stopReason(ctx context.Context, pe *peer, r *ring) error {
 	return nil
 }
 
-func (t *Transport) ctxError(ctx context.Context, pe *peer, err error) error {
+// ctxError describes err, the end of ctx, met while waiting on rank.
+func ctxError(ctx context.Context, rank int, err error) error {
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("shm transport: waiting on rank %d: %w (%w)", pe.rank, err, cause)
+		return fmt.Errorf("shm transport: waiting on rank %d: %w (%w)", rank, err, cause)
 	}
-	return fmt.Errorf("shm transport: waiting on rank %d: %w", pe.rank, err)
+	return fmt.Errorf("shm transport: waiting on rank %d: %w", rank, err)
 }
 
 // alive reports whether the peer process still runs. pfd is scratch
