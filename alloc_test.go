@@ -381,11 +381,7 @@ func TestAllocMultiHost(t *testing.T) {
 	}
 	cl := newCluster(t, 2, "")
 	const n, per = 4, 2
-	rsh := filepath.Join(t.TempDir(), "nsrsh")
-	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
-	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	rsh := nsRsh(t, t.TempDir())
 	out, err := launch(t, []string{"-n", strconv.Itoa(n),
 		"--hosts", fmt.Sprintf("%s:%d,%s:%d", cl.hosts[0], per, cl.hosts[1], per),
 		"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",

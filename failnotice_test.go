@@ -199,11 +199,7 @@ func TestFailureNoticeHosts(t *testing.T) {
 		t.Skip("child")
 	}
 	cl := newCluster(t, 2, "")
-	rsh := filepath.Join(t.TempDir(), "nsrsh")
-	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
-	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	rsh := nsRsh(t, t.TempDir())
 	var worst []int
 	for trial := 0; trial < max(trials()/4, 1); trial++ {
 		dir := t.TempDir()

@@ -157,11 +157,7 @@ func TestMultiPathNetns(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cl := newTwoLinkCluster(t, 2, tt.rates)
 			const n, per = 4, 2
-			rsh := filepath.Join(t.TempDir(), "nsrsh")
-			script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
-			if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			rsh := nsRsh(t, t.TempDir())
 			flags := []string{"-n", strconv.Itoa(n),
 				"--hosts", fmt.Sprintf("%s:%d,%s:%d", cl.hosts[0], per, cl.hosts[1], per),
 				"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "4m",
@@ -223,11 +219,7 @@ func TestMultiPathAllDown(t *testing.T) {
 	cl := newTwoLinkCluster(t, 2, [2]string{"", ""})
 	cl.addLink("mgmt0", "br2", "192.168.81", "")
 	dir := t.TempDir()
-	rsh := filepath.Join(dir, "nsrsh")
-	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
-	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	rsh := nsRsh(t, dir)
 	mark := filepath.Join(dir, "mark")
 	flags := []string{"-n", "2", "--hosts", fmt.Sprintf("%s:1,%s:1", cl.hosts[0], cl.hosts[1]),
 		"--rsh", rsh, "--store-addr", "192.168.81.10:0", "--tag-output", "--timeout", "4m",

@@ -169,11 +169,7 @@ func TestMultiHost(t *testing.T) {
 		t.Run("rate="+rate, func(t *testing.T) {
 			cl := newCluster(t, 2, rate)
 			const n, per = 4, 2
-			rsh := filepath.Join(t.TempDir(), "nsrsh")
-			script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
-			if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			rsh := nsRsh(t, t.TempDir())
 			start := time.Now()
 			// The launcher runs on host 0 and serves the store there;
 			// every rank, host 0's too, is started through the rsh.
@@ -188,4 +184,16 @@ func TestMultiHost(t *testing.T) {
 			t.Logf("4 ranks on 2 namespaces (rate %q): %v", rate, time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// nsRsh writes into dir the remote-shell script hcomm run uses to start a
+// rank "on host" h: it runs the command in network namespace h.
+func nsRsh(t *testing.T, dir string) string {
+	t.Helper()
+	rsh := filepath.Join(dir, "nsrsh")
+	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
+	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return rsh
 }

@@ -77,11 +77,7 @@ func TestMultiHostTopology(t *testing.T) {
 	}
 	cl := newCluster(t, 2, "")
 	dir := t.TempDir()
-	rsh := filepath.Join(dir, "nsrsh")
-	script := "#!/bin/sh\nhost=$1; shift\nexec ip netns exec \"$host\" sh -c \"$*\"\n"
-	if err := os.WriteFile(rsh, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	rsh := nsRsh(t, dir)
 	table := filepath.Join(dir, "consecutive.topo")
 	if err := os.WriteFile(table, []byte("host a ranks 0-1\nhost b ranks 2-3\n"), 0o644); err != nil {
 		t.Fatal(err)
