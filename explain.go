@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -72,12 +71,6 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 	}
 	x := PlanExplanation{Op: coll.String(), DType: dt, Count: count, Algo: e.Pick, Forced: e.Forced,
 		RunnerUp: e.RunnerUp, Reason: e.Reason(), table: e.String()}
-	if c.groupFits(&call{coll: coll, count: count, dt: reduce.DType(dt)}) {
-		// Small calls of a host-local communicator bypass the planner.
-		x.Algo, x.Forced = groupAlgo, false
-		x.Reason = groupAlgo + ": small, every rank on this host: slots in the shared segment (the planner's pick otherwise: " + x.Reason + ")"
-		x.table += "\n" + x.Reason
-	}
 	for _, k := range e.Candidates {
 		pc := PlanCandidate{Algo: k.Name, Layout: k.Layout, Supported: !math.IsInf(k.Time, 1)}
 		if pc.Supported {
@@ -90,6 +83,7 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 		// The call runs without a schedule (group.go); the planner's
 		// pick is what a larger call would run.
 		x.Algo, x.Forced = groupAlgo, false
+		x.table += "\n" + groupAlgo + ": small, every rank on this host: slots in the shared segment (the planner's pick otherwise: " + x.Reason + ")"
 		x.Reason = "every rank on this host and a small contribution: a group call through slots in the shared segment, no schedule"
 	}
 	return x, nil
