@@ -137,28 +137,17 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 			c.stall.End()
 		}
 	}
-	var oe *OpError
+	var oe error // a nil interface when the call succeeded, never a nil *OpError
 	if err != nil {
 		oe = c.runErr(&c.cur, err)
 	}
-	switch {
-	case !group:
-		if oe != nil {
-			c.rec.End(slot, oe)
-		} else {
-			c.rec.End(slot, nil)
-		}
-	case oe != nil:
+	if group {
 		c.rec.EndAt(slot, oe, c.clock.Now())
-	default:
-		c.rec.EndAt(slot, nil, c.clock.Now())
+	} else {
+		c.rec.End(slot, oe)
 	}
 	if observed {
-		if oe != nil {
-			c.observeEnd(&ev, region, oe)
-		} else {
-			c.observeEnd(&ev, region, nil)
-		}
+		c.observeEnd(&ev, region, oe)
 	}
 	if end != nil {
 		end()
