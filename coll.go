@@ -117,7 +117,7 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		// The deadline and the stall check are armed only if a wait
 		// outlasts the transport's polling.
 		err = c.grp.g.GroupRun(c.grp.arm, fp, k.in, k.out)
-		if c.grp.armed {
+		if c.grp.end != nil {
 			c.stall.End()
 			end = c.groupDisarm
 		}

@@ -34,8 +34,7 @@ type groupState struct {
 	max   int                      // bytes
 	colls [sched.Barrier + 1]uint8 // per collective: 0 no group form, else the blocks a contribution holds
 	slot  int                      // the running call's flight-recorder slot
-	armed bool                     // the running call's deadline and stall check are armed
-	end   func()                   // ends the armed deadline
+	end   func()                   // ends the running call's deadline; nil: its deadline and stall check are not armed
 	arm   groupArm                 // c, as the transport.Deferred of its calls
 }
 
@@ -92,7 +91,7 @@ func (a groupArm) Arm() context.Context {
 	}
 	ctx, end := c.boundCtx(c.cur.parent, c.cur.start)
 	c.cur.ctx = ctx
-	c.grp.armed, c.grp.end = true, end
+	c.grp.end = end
 	c.stall.Begin(c.cur.name, c.cur.fp, c.cur.start)
 	return ctx
 }
@@ -100,7 +99,6 @@ func (a groupArm) Arm() context.Context {
 // groupDisarm ends the deadline groupArm armed, once the call's failure,
 // if any, has been reported (the report reads the deadline's state).
 func (c *Comm) groupDisarm() {
-	c.grp.armed = false
 	c.grp.end()
 	c.grp.end = nil
 }
