@@ -47,7 +47,8 @@ func (c *Comm) initGroup(t transport.Transport) {
 	case transport.Group:
 		g = x
 	}
-	if g == nil || c.size < 2 || g.GroupMax() <= 0 {
+	// colls counts a contribution's blocks, one per rank, in a uint8.
+	if g == nil || c.size < 2 || c.size > 255 || g.GroupMax() <= 0 {
 		return
 	}
 	c.grp.g, c.grp.max = g, g.GroupMax()
@@ -56,7 +57,7 @@ func (c *Comm) initGroup(t transport.Transport) {
 			c.grp.colls[k] = 1
 			if k == sched.ReduceScatter || k == sched.Scatter || k == sched.AllToAll {
 				// A rank contributes a block for every rank.
-				c.grp.colls[k] = uint8(min(c.size, 255))
+				c.grp.colls[k] = uint8(c.size)
 			}
 		}
 	}
@@ -71,7 +72,7 @@ func (c *Comm) groupFits(k *call) bool {
 		return false
 	}
 	blocks := int(c.grp.colls[k.coll])
-	if blocks == 0 || c.size > 255 {
+	if blocks == 0 {
 		return false
 	}
 	return k.count <= c.grp.max/(k.dt.Size()*blocks)
