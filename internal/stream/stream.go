@@ -366,10 +366,13 @@ func (s *Stream[C]) exec(it *item[C], sticky error) error {
 func (s *Stream[C]) execHooked(it *item[C], sticky error) error {
 	c := clock.Or(s.clock)
 	start := c.Now()
+	if it.kind == itemRecord {
+		// Told before the event completes, so that whoever the event
+		// releases finds the record already reported.
+		s.hook("record", it.ev.Name(), start, 0, sticky)
+	}
 	err := s.exec1(it, sticky)
 	switch it.kind {
-	case itemRecord:
-		s.hook("record", it.ev.Name(), start, 0, sticky)
 	case itemWait:
 		if sticky == nil {
 			s.hook("wait", it.ev.Name(), start, c.Now().Sub(start), err)
