@@ -81,6 +81,9 @@ func Dial(ctx context.Context, addr string, cfg *ClientConfig) (*Client, error) 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w (last attempt: %v)", ctxError("dial", addr, ctx.Err()), err)
 		}
+		if testHookDialRetry != nil {
+			testHookDialRetry(err)
+		}
 		// Full jitter keeps many ranks from knocking in lockstep.
 		t := time.NewTimer(pause/2 + mrand.N(pause/2+1))
 		select {
@@ -94,6 +97,10 @@ func Dial(ctx context.Context, addr string, cfg *ClientConfig) (*Client, error) 
 }
 
 var errVersion = errors.New("store: protocol version mismatch")
+
+// testHookDialRetry, when set (by tests only), runs each time Dial is
+// about to pause before retrying a failed attempt.
+var testHookDialRetry func(err error)
 
 func dialOnce(ctx context.Context, addr string, cfg *ClientConfig) (*Client, error) {
 	var d net.Dialer

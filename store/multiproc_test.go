@@ -159,8 +159,10 @@ func child() error {
 	return nil
 }
 
-// runServerChild serves a store, prints its address and runs until killed.
+// runServerChild serves a store, prints its address and runs until
+// killed, printing "parked KEY..." for each Get or Wait it parks.
 func runServerChild() int {
+	testHookParked = func(keys []string) { fmt.Println("parked", strings.Join(keys, " ")) }
 	srv, err := NewServer(ServerConfig{Token: os.Getenv(childTokEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -192,7 +194,8 @@ func TestServerKilled(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	addr, err := bufio.NewReader(out).ReadString('\n')
+	br := bufio.NewReader(out)
+	addr, err := br.ReadString('\n')
 	if err != nil {
 		t.Fatalf("reading the server's address: %v", err)
 	}
@@ -202,7 +205,10 @@ func TestServerKilled(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- c.Wait(ctx, "never") }()
-	time.Sleep(50 * time.Millisecond)
+	// Kill the server once it has the Wait parked (it says so).
+	if line, err := br.ReadString('\n'); err != nil || strings.TrimSpace(line) != "parked never" {
+		t.Fatalf("reading the server's report of the parked Wait: %q, %v", line, err)
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -434,11 +434,24 @@ func (c *serverConn) replyError(id uint64, status byte, format string, args ...a
 func (c *serverConn) waitRoom() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.queue) >= maxQueuedPerConn && !c.closed && testHookNoRoom != nil {
+		testHookNoRoom()
+	}
 	for len(c.queue) >= maxQueuedPerConn && !c.closed {
 		c.cond.Wait()
 	}
 	return !c.closed
 }
+
+// Hooks for tests; nil otherwise. testHookNoRoom runs (with the
+// connection's lock held) when a connection's reader stops to wait for its
+// writer, because the client reads its responses too slowly;
+// testHookParked runs (with s.mu held) when a Get or Wait is parked for
+// keys.
+var (
+	testHookNoRoom func()
+	testHookParked func(keys []string)
+)
 
 // writeLoop writes queued responses until the connection closes.
 func (c *serverConn) writeLoop() {
@@ -767,6 +780,9 @@ func (s *Server) park(c *serverConn, id uint64, op byte, missing []string) error
 		ws[w] = struct{}{}
 	}
 	c.pending[id] = w
+	if testHookParked != nil {
+		testHookParked(missing)
+	}
 	return nil
 }
 

@@ -383,11 +383,20 @@ func TestDialRetries(t *testing.T) {
 		err error
 	}
 	res := make(chan result, 1)
+	// Start the server only once Dial has failed and is about to retry.
+	retrying := make(chan struct{})
+	var once sync.Once
+	testHookDialRetry = func(error) { once.Do(func() { close(retrying) }) }
 	go func() {
 		c, err := Dial(ctx, addr, &ClientConfig{Token: testToken})
 		res <- result{c, err}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	var r result
+	select {
+	case <-retrying:
+	case r = <-res:
+		t.Fatalf("Dial to nobody returned before retrying: %v, %v", r.c, r.err)
+	}
 	srv, err := NewServer(ServerConfig{Token: testToken, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +405,8 @@ func TestDialRetries(t *testing.T) {
 	if err := srv.Listen(addr); err != nil {
 		t.Skipf("port %s taken meanwhile: %v", addr, err)
 	}
-	r := <-res
+	r = <-res
+	testHookDialRetry = nil // Dial has returned
 	if r.err != nil {
 		t.Fatalf("Dial to a late server: %v", r.err)
 	}
@@ -516,13 +526,23 @@ func TestClientThatDoesNotRead(t *testing.T) {
 	for range 1000 {
 		flood = append(flood, get...)
 	}
+	// Go on once the server has stopped reading from this client because
+	// its responses pile up unread.
+	stalled := make(chan struct{})
+	var once sync.Once
+	testHookNoRoom = func() { once.Do(func() { close(stalled) }) }
+	t.Cleanup(func() { testHookNoRoom = nil }) // after the server's Close
 	wrote := make(chan error, 1)
 	go func() {
-		conn.SetWriteDeadline(time.Now().Add(3 * time.Second))
+		conn.SetWriteDeadline(time.Now().Add(time.Minute))
 		_, err := conn.Write(flood) // asks for 1000 MiB of responses
 		wrote <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-stalled:
+	case <-time.After(time.Minute):
+		t.Fatal("the server never stopped reading from a client that reads nothing")
+	}
 	checkServes(t, srv)
 	start := time.Now()
 	srv.Close()
