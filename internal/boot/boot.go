@@ -64,7 +64,8 @@ type Options struct {
 	// KeepProcs leaves GOMAXPROCS alone (the environment sets it).
 	// Otherwise, when the ranks on this machine outnumber its CPUs and
 	// Yield is not negative, Connect lowers GOMAXPROCS to the rank's share
-	// of the CPUs (see Procs).
+	// of the CPUs (see Procs), unless the program set another value than
+	// the runtime's default itself (see ProcsChosen).
 	KeepProcs bool
 	// TCPPoll is tcp.Config.PollFor.
 	TCPPoll time.Duration
@@ -143,6 +144,20 @@ func Procs(sharing, mine, cpus, procs int) int {
 		return procs
 	}
 	return min(procs, max(1, cpus*max(1, mine)/sharing))
+}
+
+// ProcsChosen reports whether the program chose its GOMAXPROCS, cur, itself
+// (with runtime.GOMAXPROCS): whether cur differs from the runtime's default
+// for this process, which it learns by setting the default and then, if
+// cur differs, setting cur back. A program that set GOMAXPROCS to the
+// default itself cannot be told from one that did not.
+func ProcsChosen(cur int) bool {
+	runtime.SetDefaultGOMAXPROCS()
+	if runtime.GOMAXPROCS(0) == cur {
+		return false
+	}
+	runtime.GOMAXPROCS(cur)
+	return true
 }
 
 // OversubscribedPoll is how long a TCP receive polls (yielding the CPU
@@ -246,7 +261,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 	oversub := o.Yield > 0 || (o.Yield == 0 && sharing > runtime.NumCPU())
 	if !o.KeepProcs && o.Yield >= 0 {
 		cur := runtime.GOMAXPROCS(0)
-		if n := Procs(sharing, mine, runtime.NumCPU(), cur); n < cur {
+		if n := Procs(sharing, mine, runtime.NumCPU(), cur); n < cur && !ProcsChosen(cur) {
 			runtime.GOMAXPROCS(n)
 			o.Logger.Info("hcomm: the ranks sharing this machine outnumber its CPUs: GOMAXPROCS lowered (set GOMAXPROCS or HCOMM_YIELD=0 to keep it)",
 				"ranks", sharing, "cpus", runtime.NumCPU(), "from", cur, "to", n)

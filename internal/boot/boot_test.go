@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,28 @@ func TestPollFor(t *testing.T) {
 		if got := pollFor(tc.set, tc.oversub); got != tc.want {
 			t.Errorf("pollFor(%v, oversubscribed %v) = %v, want %v", tc.set, tc.oversub, got, tc.want)
 		}
+	}
+}
+
+// TestProcsChosen: a GOMAXPROCS the program set itself, other than the
+// runtime's default, is told apart from the default and left in place.
+func TestProcsChosen(t *testing.T) {
+	orig := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(orig) })
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	if ProcsChosen(def) {
+		t.Errorf("ProcsChosen(%d), the default: true", def)
+	}
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("GOMAXPROCS after ProcsChosen of the default = %d, want %d", got, def)
+	}
+	chosen := def + 3
+	runtime.GOMAXPROCS(chosen)
+	if !ProcsChosen(chosen) {
+		t.Errorf("ProcsChosen(%d) after runtime.GOMAXPROCS(%d), default %d: false", chosen, chosen, def)
+	}
+	if got := runtime.GOMAXPROCS(0); got != chosen {
+		t.Errorf("GOMAXPROCS after ProcsChosen = %d, want the program's %d kept", got, chosen)
 	}
 }
