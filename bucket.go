@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/fusion"
 	"github.com/hcomm-go/hcomm/internal/stream"
 )
@@ -175,7 +176,7 @@ func NewBucketer(c *Comm, cfg BucketConfig) *Bucketer {
 	}
 	b := &Bucketer{s: cfg.Stream}
 	fc := fusion.Config{Threshold: thresh, Window: cfg.Window, Op: int(op), AllowUnused: cfg.AllowUnused,
-		MaxElems: maxElems, DTypeName: func(dt int) string { return DType(dt).String() }}
+		MaxElems: argcheck.MaxElems, DTypeName: func(dt int) string { return DType(dt).String() }}
 	rank := -1
 	var view *bucketComm
 	if c != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
-	"hash/fnv"
-	"math"
 	rtrace "runtime/trace"
 	"strings"
 	"time"
@@ -170,96 +168,6 @@ func bytesOf[T Element](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
 
-// sameStart reports whether a and b start at the same address (both
-// non-empty).
-func sameStart(a, b []byte) bool {
-	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
-}
-
-// overlap reports whether a and b share any byte.
-func overlap(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
-}
-
-// inPlace decides whether small is exactly big[off:off+len(small)] (in
-// place), disjoint from big (out of place), or overlaps it some other way
-// (an error).
-func inPlace(small, big []byte, off int) (bool, error) {
-	if !overlap(small, big) {
-		return false, nil
-	}
-	if off >= 0 && off+len(small) <= len(big) && sameStart(small, big[off:]) {
-		return true, nil
-	}
-	return false, invalid("send and recv overlap but not in the in-place layout")
-}
-
-func (c *Comm) checkDT(dt DType) (reduce.DType, error) {
-	d := dt.internal()
-	if !d.Valid() {
-		return 0, invalid("unknown dtype %v", dt)
-	}
-	return d, nil
-}
-
-func (c *Comm) checkOp(op Op) (reduce.Op, error) {
-	o := op.internal()
-	if !o.Valid() {
-		return 0, invalid("unknown reduction op %v", op)
-	}
-	return o, nil
-}
-
-func (c *Comm) checkRoot(root int) error {
-	if root < 0 || root >= c.size {
-		return invalid("root %d outside [0, %d)", root, c.size)
-	}
-	return nil
-}
-
-func (c *Comm) checkLen(name string, b []byte, es int) (int, error) {
-	if len(b)%es != 0 {
-		return 0, invalid("len(%s) = %d bytes, not a multiple of the element size %d", name, len(b), es)
-	}
-	return len(b) / es, nil
-}
-
-func (c *Comm) checkCounts(name string, counts []int) (total int, err error) {
-	if len(counts) != c.size {
-		return 0, invalid("len(%s) = %d, want Size() = %d", name, len(counts), c.size)
-	}
-	for i, n := range counts {
-		if n < 0 {
-			return 0, invalid("%s[%d] = %d is negative", name, i, n)
-		}
-		if n > maxElems-total {
-			return 0, invalid("sum(%s) overflows at %s[%d] = %d", name, name, i, n)
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// maxElems bounds the elements of one buffer so that a count times the
-// largest element size (8 bytes) still fits an int.
-const maxElems = math.MaxInt / 8
-
-func digestCounts(counts []int) int64 {
-	h := fnv.New64a()
-	var b [8]byte
-	for _, n := range counts {
-		for i := range b {
-			b[i] = byte(uint64(n) >> (8 * i))
-		}
-		h.Write(b[:])
-	}
-	return int64(h.Sum64() >> 1)
-}
-
 // argErr wraps an argument error.
 func (c *Comm) argErr(name string, err error) error {
 	return &OpError{Op: name, Rank: c.rank, Peer: -1, Err: err}
@@ -270,57 +178,57 @@ func (c *Comm) argErr(name string, err error) error {
 
 // AllReduceBytes is AllReduce over raw buffers of element type dt.
 func (c *Comm) AllReduceBytes(ctx context.Context, send, recv []byte, dt DType, op Op) error {
-	return c.do(ctx, &args{coll: sched.AllReduce, send: send, recv: recv, dt: dt, op: op})
+	return c.do(ctx, &args{Coll: sched.AllReduce, Send: send, Recv: recv, DT: int(dt), Op: int(op)})
 }
 
 // ReduceBytes is Reduce over raw buffers of element type dt.
 func (c *Comm) ReduceBytes(ctx context.Context, send, recv []byte, dt DType, op Op, root int) error {
-	return c.do(ctx, &args{coll: sched.Reduce, send: send, recv: recv, dt: dt, op: op, root: root})
+	return c.do(ctx, &args{Coll: sched.Reduce, Send: send, Recv: recv, DT: int(dt), Op: int(op), Root: root})
 }
 
 // BroadcastBytes is Broadcast over a raw buffer of element type dt.
 func (c *Comm) BroadcastBytes(ctx context.Context, buf []byte, dt DType, root int) error {
-	return c.do(ctx, &args{coll: sched.Broadcast, recv: buf, dt: dt, root: root})
+	return c.do(ctx, &args{Coll: sched.Broadcast, Recv: buf, DT: int(dt), Root: root})
 }
 
 // AllGatherBytes is AllGather over raw buffers of element type dt.
 func (c *Comm) AllGatherBytes(ctx context.Context, send, recv []byte, dt DType) error {
-	return c.do(ctx, &args{coll: sched.AllGather, send: send, recv: recv, dt: dt})
+	return c.do(ctx, &args{Coll: sched.AllGather, Send: send, Recv: recv, DT: int(dt)})
 }
 
 // AllGatherVBytes is AllGatherV over raw buffers of element type dt.
 func (c *Comm) AllGatherVBytes(ctx context.Context, send, recv []byte, counts []int, dt DType) error {
-	return c.do(ctx, &args{coll: sched.AllGather, v: true, send: send, recv: recv, counts: counts, dt: dt})
+	return c.do(ctx, &args{Coll: sched.AllGather, V: true, Send: send, Recv: recv, Counts: counts, DT: int(dt)})
 }
 
 // ReduceScatterBytes is ReduceScatter over raw buffers of element type dt.
 func (c *Comm) ReduceScatterBytes(ctx context.Context, send, recv []byte, dt DType, op Op) error {
-	return c.do(ctx, &args{coll: sched.ReduceScatter, send: send, recv: recv, dt: dt, op: op})
+	return c.do(ctx, &args{Coll: sched.ReduceScatter, Send: send, Recv: recv, DT: int(dt), Op: int(op)})
 }
 
 // ReduceScatterVBytes is ReduceScatterV over raw buffers of element type dt.
 func (c *Comm) ReduceScatterVBytes(ctx context.Context, send, recv []byte, counts []int, dt DType, op Op) error {
-	return c.do(ctx, &args{coll: sched.ReduceScatter, v: true, send: send, recv: recv, counts: counts, dt: dt, op: op})
+	return c.do(ctx, &args{Coll: sched.ReduceScatter, V: true, Send: send, Recv: recv, Counts: counts, DT: int(dt), Op: int(op)})
 }
 
 // AllToAllBytes is AllToAll over raw buffers of element type dt.
 func (c *Comm) AllToAllBytes(ctx context.Context, send, recv []byte, dt DType) error {
-	return c.do(ctx, &args{coll: sched.AllToAll, send: send, recv: recv, dt: dt})
+	return c.do(ctx, &args{Coll: sched.AllToAll, Send: send, Recv: recv, DT: int(dt)})
 }
 
 // AllToAllVBytes is AllToAllV over raw buffers of element type dt.
 func (c *Comm) AllToAllVBytes(ctx context.Context, send []byte, sendCounts []int, recv []byte, recvCounts []int, dt DType) error {
-	return c.do(ctx, &args{coll: sched.AllToAll, v: true, send: send, recv: recv, counts: sendCounts, recvCounts: recvCounts, dt: dt})
+	return c.do(ctx, &args{Coll: sched.AllToAll, V: true, Send: send, Recv: recv, Counts: sendCounts, RecvCounts: recvCounts, DT: int(dt)})
 }
 
 // GatherBytes is Gather over raw buffers of element type dt.
 func (c *Comm) GatherBytes(ctx context.Context, send, recv []byte, dt DType, root int) error {
-	return c.do(ctx, &args{coll: sched.Gather, send: send, recv: recv, dt: dt, root: root})
+	return c.do(ctx, &args{Coll: sched.Gather, Send: send, Recv: recv, DT: int(dt), Root: root})
 }
 
 // ScatterBytes is Scatter over raw buffers of element type dt.
 func (c *Comm) ScatterBytes(ctx context.Context, send, recv []byte, dt DType, root int) error {
-	return c.do(ctx, &args{coll: sched.Scatter, send: send, recv: recv, dt: dt, root: root})
+	return c.do(ctx, &args{Coll: sched.Scatter, Send: send, Recv: recv, DT: int(dt), Root: root})
 }
 
 // The typed forms.

@@ -79,9 +79,7 @@ func (e *timeoutError) Error() string {
 
 func (e *timeoutError) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
-}
+var invalid = errs.Invalid
 
 // relayed keeps the kind of a mismatch that reached this rank as a peer's
 // abort: across processes a peer's failure travels as text (the abort

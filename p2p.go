@@ -2,9 +2,9 @@ package hcomm
 
 import (
 	"context"
-	"github.com/hcomm-go/hcomm/internal/reduce"
 	"sync"
 
+	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -43,7 +43,7 @@ func (c *Comm) p2p(parent context.Context, name string, buf []byte, dt DType, pe
 	if parent == nil {
 		return c.argErr(name, errNilCtx)
 	}
-	d, n, err := c.checkP2P(buf, dt, peer, tag)
+	d, n, err := argcheck.CheckP2P(buf, int(dt), peer, tag, c.rank, c.size)
 	if err != nil {
 		return c.argErr(name, err)
 	}
@@ -82,24 +82,4 @@ type p2pSlot struct {
 	seq uint64
 	fp  wire.Fingerprint
 	ctx opctx.Ctx
-}
-
-// checkP2P checks the arguments of a Send or Recv and returns the element
-// type and count.
-func (c *Comm) checkP2P(buf []byte, dt DType, peer, tag int) (reduce.DType, int, error) {
-	d, err := c.checkDT(dt)
-	if err != nil {
-		return 0, 0, err
-	}
-	if peer < 0 || peer >= c.size || peer == c.rank {
-		return 0, 0, invalid("peer %d: want a rank in [0, %d) other than this one (%d)", peer, c.size, c.rank)
-	}
-	if tag < 0 || tag > 1<<31-1 {
-		return 0, 0, invalid("tag %d outside [0, 2^31)", tag)
-	}
-	n, err := c.checkLen("buf", buf, d.Size())
-	if err != nil {
-		return 0, 0, err
-	}
-	return d, n, nil
 }

@@ -84,9 +84,9 @@ type StreamError = stream.Error
 var collOps = stream.Ops[collArgs]{
 	Run: func(ctx context.Context, a *collArgs) error { return a.c.do(ctx, &a.args) },
 	Skip: func(s string, a *collArgs, sticky error) {
-		a.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s, a.name(), sticky))
+		a.c.Abort(fmt.Errorf("stream %q skipped %s after an earlier failure: %w", s, a.Name(), sticky))
 	},
-	Name: func(a *collArgs) string { return a.name() },
+	Name: func(a *collArgs) string { return a.Name() },
 }
 
 // NewStream returns a free-standing stream. The name
@@ -204,13 +204,13 @@ type collArgs struct {
 // nor the communicator fails.
 func (s *Stream) enqueue(a *collArgs) error {
 	if a.c == nil {
-		return &OpError{Op: a.name() + "Async", Rank: -1, Peer: -1, Err: invalid("nil *Comm")}
+		return &OpError{Op: a.Name() + "Async", Rank: -1, Peer: -1, Err: invalid("nil *Comm")}
 	}
 	if err := a.c.checkArgs(&a.args); err != nil {
 		return err
 	}
 	if !s.s.Enqueue(a) {
-		return &StreamError{Stream: s.Name(), Op: a.name() + "Async", Err: ErrClosed}
+		return &StreamError{Stream: s.Name(), Op: a.Name() + "Async", Err: ErrClosed}
 	}
 	return nil
 }
@@ -233,73 +233,73 @@ func (s *Stream) enqueue(a *collArgs) error {
 // on every rank; enqueueing all of a communicator's collectives on one
 // stream keeps them in order.
 func AllReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.AllReduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.AllReduce, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Op: int(op)}})
 }
 
 // ReduceAsync enqueues Reduce on s; see AllReduceAsync.
 func ReduceAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op, root int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.Reduce, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, root: root}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.Reduce, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Op: int(op), Root: root}})
 }
 
 // BroadcastAsync enqueues Broadcast on s; see AllReduceAsync.
 func BroadcastAsync[T Element](s *Stream, c *Comm, buf []T, root int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.Broadcast, recv: bytesOf(buf), dt: DTypeOf[T](), root: root}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.Broadcast, Recv: bytesOf(buf), DT: int(DTypeOf[T]()), Root: root}})
 }
 
 // AllGatherAsync enqueues AllGather on s; see AllReduceAsync.
 func AllGatherAsync[T Element](s *Stream, c *Comm, send, recv []T) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.AllGather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.AllGather, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]())}})
 }
 
 // AllGatherVAsync enqueues AllGatherV on s; see AllReduceAsync.
 func AllGatherVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.AllGather, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), counts: counts}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.AllGather, V: true, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Counts: counts}})
 }
 
 // ReduceScatterAsync enqueues ReduceScatter on s; see AllReduceAsync.
 func ReduceScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, op Op) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.ReduceScatter, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Op: int(op)}})
 }
 
 // ReduceScatterVAsync enqueues ReduceScatterV on s; see AllReduceAsync.
 func ReduceScatterVAsync[T Element](s *Stream, c *Comm, send, recv []T, counts []int, op Op) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.ReduceScatter, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), op: op, counts: counts}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.ReduceScatter, V: true, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Op: int(op), Counts: counts}})
 }
 
 // AllToAllAsync enqueues AllToAll on s; see AllReduceAsync.
 func AllToAllAsync[T Element](s *Stream, c *Comm, send, recv []T) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.AllToAll, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T]()}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.AllToAll, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]())}})
 }
 
 // AllToAllVAsync enqueues AllToAllV on s; see AllReduceAsync.
 func AllToAllVAsync[T Element](s *Stream, c *Comm, send []T, sendCounts []int, recv []T, recvCounts []int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.AllToAll, v: true, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](),
-		counts: sendCounts, recvCounts: recvCounts}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.AllToAll, V: true, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()),
+		Counts: sendCounts, RecvCounts: recvCounts}})
 }
 
 // GatherAsync enqueues Gather on s; see AllReduceAsync.
 func GatherAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.Gather, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.Gather, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Root: root}})
 }
 
 // ScatterAsync enqueues Scatter on s; see AllReduceAsync.
 func ScatterAsync[T Element](s *Stream, c *Comm, send, recv []T, root int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.Scatter, send: bytesOf(send), recv: bytesOf(recv), dt: DTypeOf[T](), root: root}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.Scatter, Send: bytesOf(send), Recv: bytesOf(recv), DT: int(DTypeOf[T]()), Root: root}})
 }
 
 // BarrierAsync enqueues Barrier on s; see AllReduceAsync.
 func BarrierAsync(s *Stream, c *Comm) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.Barrier}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.Barrier}})
 }
 
 // SendAsync enqueues Send on s; see AllReduceAsync. As with Send, two ranks that send to each
 // other must not both enqueue their Send before their Recv on a single
 // stream each: use a stream per direction.
 func SendAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.SendRecv, send: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.SendRecv, Send: bytesOf(buf), DT: int(DTypeOf[T]()), Root: peer, Tag: tag}})
 }
 
 // RecvAsync enqueues Recv on s; see AllReduceAsync.
 func RecvAsync[T Element](s *Stream, c *Comm, buf []T, peer, tag int) error {
-	return s.enqueue(&collArgs{c, args{coll: sched.SendRecv, recvSide: true, recv: bytesOf(buf), dt: DTypeOf[T](), root: peer, tag: tag}})
+	return s.enqueue(&collArgs{c, args{Coll: sched.SendRecv, RecvSide: true, Recv: bytesOf(buf), DT: int(DTypeOf[T]()), Root: peer, Tag: tag}})
 }

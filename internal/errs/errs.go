@@ -19,6 +19,11 @@ var (
 	ErrInvalidArgument = errors.New("hcomm: invalid argument")
 )
 
+// Invalid returns an error wrapping ErrInvalidArgument.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
 // PeerError reports that a peer failed, aborted or vanished. It unwraps to
 // Kind (ErrPeerLost or ErrAborted) and, when the peer told why, to Cause.
 type PeerError struct {
