@@ -20,6 +20,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,12 @@ type Executor struct {
 	// from whichever goroutine found it, before Run returns. It must make
 	// the transport's pending calls return (typically by aborting it).
 	OnError func(error)
+
+	// testHookOverlap, if set, is called in a step whose local ops run
+	// beside its messages, after dispatched ops went to workers and
+	// before the local ops run.
+	testHookOverlap func(dispatched int)
+	overlapProcs    int // overlapProcs; tests lower it
 
 	// Pin, if set, is called first on every worker goroutine the executor
 	// starts, before the Run that starts it goes on: the workers are the
@@ -166,7 +173,7 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	}
 	// Chunks hold whole elements of every type.
 	chunkBytes = max(8, chunkBytes&^7)
-	e := &Executor{t: t, chunk: chunkBytes, base: time.Now()}
+	e := &Executor{t: t, chunk: chunkBytes, base: time.Now(), overlapProcs: overlapProcs}
 	e.eager, _ = t.(transport.Eager)
 	e.sinkR, _ = t.(transport.SinkReceiver)
 	e.sinkP, _ = t.(transport.SinkPeers)
@@ -288,11 +295,23 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 		// on this goroutine and the others on workers. Ops of a step do not
 		// conflict (the verifier proves it), so their order is free, and a
 		// send finished early is just a send that completed quickly.
+		//
+		// Large local ops (an AllGather's own block, say) would delay the
+		// step's messages by a pass over memory: then every op that may
+		// wait on a peer goes to a worker first, and the local ops run
+		// here while the messages move. The step has at least one local
+		// op, so there are workers enough. It takes a CPU for each: with
+		// fewer than overlapProcs the copy would only take turns with the
+		// messages' copies.
+		overlap := localBytes(ops, es) >= overlapMin && runtime.GOMAXPROCS(0) >= e.overlapProcs
 		inline, dispatched := -1, 0
 		for i := range ops {
 			op := &ops[i]
 			switch {
 			case op.Kind == sched.Copy || op.Kind == sched.LocalReduce:
+				if overlap {
+					continue
+				}
 				if err := e.runOp(ctx, r, op, -1); err != nil {
 					r.setErr(err)
 				}
@@ -306,11 +325,28 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 					continue
 				}
 			}
+			if overlap {
+				e.workers[dispatched] <- task{ctx: ctx, r: r, op: op, slot: dispatched + 1}
+				dispatched++
+				continue
+			}
 			if inline >= 0 {
 				e.workers[dispatched] <- task{ctx: ctx, r: r, op: &ops[inline], slot: dispatched + 1}
 				dispatched++
 			}
 			inline = i
+		}
+		if overlap {
+			if e.testHookOverlap != nil {
+				e.testHookOverlap(dispatched)
+			}
+			for i := range ops {
+				if k := ops[i].Kind; k == sched.Copy || k == sched.LocalReduce {
+					if err := e.runOp(ctx, r, &ops[i], -1); err != nil {
+						r.setErr(err)
+					}
+				}
+			}
 		}
 		if inline >= 0 && !r.failed.Load() {
 			if err := e.runOp(ctx, r, &ops[inline], 0); err != nil {
@@ -383,6 +419,26 @@ func (e *Executor) piece(b []byte, i int) []byte {
 	lo := i * e.chunk
 	hi := min(lo+e.chunk, len(b))
 	return b[lo:hi]
+}
+
+// overlapMin is the size (bytes) of a step's local ops from which they
+// run beside its messages instead of before them: below it, handing the
+// messages to workers costs more than the copy.
+const overlapMin = 512 << 10
+
+// overlapProcs is the GOMAXPROCS from which large local ops overlap the
+// messages: a copy, a send and a receive at once.
+const overlapProcs = 3
+
+// localBytes is how many bytes the local ops of a step write.
+func localBytes(ops []sched.Op, es int) int {
+	n := 0
+	for i := range ops {
+		if k := ops[i].Kind; k == sched.Copy || k == sched.LocalReduce {
+			n += ops[i].Dst.Len * es
+		}
+	}
+	return n
 }
 
 // sinksTo reports whether receives from peer can go to a sink straight
