@@ -1,7 +1,8 @@
 // Command prometheus runs collectives and exports what they did as
 // Prometheus metrics: collectives, bytes, chunks, latency and wait
 // histograms per communicator, collective and algorithm, failures by
-// cause, and Bucketer launches (metrics.go, an hcomm.Observer). It is its
+// cause, and Bucketer launches (metrics.go, an hcomm.Observer), and the
+// network paths to peers reached over TCP (paths.go). It is its
 // own module so that the hcomm library does not depend on the Prometheus
 // client.
 //
@@ -125,7 +126,13 @@ func run(ctx context.Context, cfg config, stdin io.Reader, out io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if err := m.Register(reg, prometheus.Labels{"rank": strconv.Itoa(c.Rank())}); err != nil {
+		rl := prometheus.Labels{"rank": strconv.Itoa(c.Rank())}
+		err = m.Register(reg, rl)
+		if err == nil {
+			// The network paths to the peers (over TCP), read at scrape time.
+			err = prometheus.WrapRegistererWith(rl, reg).Register(NewPathCollector(c, "world"))
+		}
+		if err != nil {
 			c.Close()
 			return err
 		}
@@ -198,8 +205,15 @@ func work(ctx context.Context, c *hcomm.Comm, cfg config) error {
 	defer compute.Close()
 	defer comm.Close()
 	for range cfg.iters {
+		// The compute stream's work (here it only waits for gate) is
+		// still running when comm is told to wait for its end, so every
+		// iteration has a wait: a wait for an event already complete
+		// would not be enqueued at all.
+		gate := make(chan struct{})
+		compute.Go(func(context.Context) error { <-gate; return nil })
 		ready := compute.Record()
 		comm.WaitEvent(ready)
+		close(gate)
 		if err := hcomm.AllReduceAsync(comm, c, x, x, hcomm.Sum); err != nil {
 			return err
 		}

@@ -138,9 +138,78 @@ func checkRank(t *testing.T, fams map[string]*dto.MetricFamily, rank, size, iter
 // Prometheus text parser.
 func TestScrapeJob(t *testing.T) {
 	const n, iters, elems = 3, 7, 1000
+	for r, url := range startJob(t, n, iters, elems, "HCOMM_TRANSPORT=shm") {
+		fams := scrape(t, url)
+		checkRank(t, fams, r, n, iters, elems, "world")
+		if p := fams["hcomm_path_sent_bytes_total"]; p != nil {
+			t.Errorf("rank %d: network paths over shared memory: %v", r, p)
+		}
+	}
+}
+
+// TestScrapePaths runs the example as 2 processes over TCP with two
+// network paths (two loopback addresses) and checks the per-path series:
+// both paths to the peer, up, and the bytes each rank sent on a path are
+// those its peer received on it.
+func TestScrapePaths(t *testing.T) {
+	const n, iters, elems = 2, 4, 1 << 20 // 4 MiB: striped over the paths
+	urls := startJob(t, n, iters, elems, "HCOMM_TRANSPORT=tcp", "HCOMM_SOCKET_ADDR=127.0.0.1,127.0.0.2")
+	// Every rank has finished its collectives: the counters hold still.
+	type key struct{ rank, peer, path string }
+	sent, recv := map[key]float64{}, map[key]float64{}
+	for r, url := range urls {
+		fams := scrape(t, url)
+		checkRank(t, fams, r, n, iters, elems, "world")
+		rl := strconv.Itoa(r)
+		for _, name := range []string{"hcomm_path_sent_bytes_total", "hcomm_path_received_bytes_total",
+			"hcomm_path_rate_bytes_per_second", "hcomm_path_share", "hcomm_path_up", "hcomm_path_rtt_seconds", "hcomm_path_retransmits_total"} {
+			ms := series(fams, name, map[string]string{"rank": rl, "comm": "world"})
+			if len(ms) != 2 {
+				t.Fatalf("rank %d: %d series of %s, want 2 (paths)", r, len(ms), name)
+			}
+			for _, m := range ms {
+				k := key{rl, label(m, "peer"), label(m, "path")}
+				if k.peer != strconv.Itoa(1-r) || (k.path != "0" && k.path != "1") || label(m, "local") == "" || label(m, "remote") == "" {
+					t.Errorf("rank %d: %s labels %v", r, name, m.Label)
+				}
+				v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				switch name {
+				case "hcomm_path_sent_bytes_total":
+					sent[k] = v
+				case "hcomm_path_received_bytes_total":
+					recv[k] = v
+				case "hcomm_path_up":
+					if v != 1 {
+						t.Errorf("rank %d path %s: up %v", r, k.path, v)
+					}
+				case "hcomm_path_share":
+					if v < 0 || v > 1 {
+						t.Errorf("rank %d path %s: share %v", r, k.path, v)
+					}
+				}
+			}
+		}
+	}
+	total := 0.0
+	for k, v := range sent {
+		if got := recv[key{k.peer, k.rank, k.path}]; got != v {
+			t.Errorf("rank %s sent %v bytes to rank %s on path %s, which received %v", k.rank, v, k.peer, k.path, got)
+		}
+		total += v
+	}
+	// Each 2-rank AllReduce sends at least every rank's buffer.
+	if min := float64(2 * 2 * iters * 4 * elems); total < min {
+		t.Errorf("%v bytes sent in all, want at least %v", total, min)
+	}
+}
+
+// startJob starts the example as a job of n processes with env added,
+// waits until every rank has run its collectives, and returns each
+// rank's metrics URL. The ranks keep serving until the test ends.
+func startJob(t *testing.T, n, iters, elems int, env ...string) []string {
+	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	type proc struct {
 		cmd   *exec.Cmd
 		stdin io.WriteCloser
@@ -149,16 +218,28 @@ func TestScrapeJob(t *testing.T) {
 		done  chan error
 	}
 	procs := make([]*proc, n)
+	t.Cleanup(func() {
+		for r, p := range procs {
+			if p == nil || p.stdin == nil {
+				continue
+			}
+			p.stdin.Close()
+			if err := <-p.done; err != nil {
+				t.Errorf("rank %d: %v\n%s", r, err, p.out.String())
+			}
+		}
+		cancel()
+	})
 	for r := range procs {
 		p := &proc{url: make(chan string, 1), done: make(chan error, 1)}
-		procs[r] = p
 		p.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		p.cmd.Env = append(os.Environ(),
 			childEnv+fmt.Sprintf("=-listen 127.0.0.1:0 -iters %d -elems %d -hold stdin", iters, elems),
 			"HCOMM_RANK="+strconv.Itoa(r), "HCOMM_SIZE="+strconv.Itoa(n),
-			"HCOMM_STORE=file://"+filepath.ToSlash(dir), "HCOMM_TOKEN=prometheus-test", "HCOMM_TRANSPORT=shm")
-		var err error
-		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			"HCOMM_STORE=file://"+filepath.ToSlash(dir), "HCOMM_TOKEN=prometheus-test")
+		p.cmd.Env = append(p.cmd.Env, env...)
+		stdin, err := p.cmd.StdinPipe()
+		if err != nil {
 			t.Fatal(err)
 		}
 		stdout, err := p.cmd.StdoutPipe()
@@ -169,6 +250,8 @@ func TestScrapeJob(t *testing.T) {
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		p.stdin = stdin
+		procs[r] = p
 		go func() {
 			sc := bufio.NewScanner(stdout)
 			var url string
@@ -185,20 +268,15 @@ func TestScrapeJob(t *testing.T) {
 			p.done <- p.cmd.Wait()
 		}()
 	}
+	urls := make([]string, n)
 	for r, p := range procs {
 		url, ok := <-p.url
 		if !ok || url == "" {
-			p.stdin.Close()
-			t.Fatalf("rank %d ended without serving its metrics: %v\n%s", r, <-p.done, p.out.String())
+			t.Fatalf("rank %d ended without serving its metrics", r)
 		}
-		checkRank(t, scrape(t, url), r, n, iters, elems, "world")
+		urls[r] = url
 	}
-	for r, p := range procs {
-		p.stdin.Close()
-		if err := <-p.done; err != nil {
-			t.Errorf("rank %d: %v\n%s", r, err, p.out.String())
-		}
-	}
+	return urls
 }
 
 type syncWriter struct {

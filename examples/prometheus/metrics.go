@@ -8,17 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Per-path statistics (multi-path TCP: bytes, estimated rate, share, RTT
-// and retransmissions per peer and path) are not exported yet: the
-// library does not publish them. When it does, they belong here as gauges
-// labelled peer and path, read at scrape time by a prometheus.Collector
-// rather than pushed through the Observer.
-
 // Metrics exports a rank's collectives to Prometheus through an
 // hcomm.Observer: counts, bytes, chunks, latency and wait histograms per
 // communicator, collective and algorithm, failures by cause, the
-// Bucketer's launches, and the time streams spend waiting and working. The core library does not import the Prometheus
-// client; this adapter is all the glue a program needs.
+// Bucketer's launches, and the time streams spend waiting and working.
+// Per-path network statistics come from PathCollector. The core library
+// does not import the Prometheus client; this adapter is all the glue a
+// program needs.
 type Metrics struct {
 	ops      *prometheus.CounterVec
 	bytes    *prometheus.CounterVec

@@ -1,0 +1,44 @@
+package hcomm
+
+import "time"
+
+// A NetPath describes one network path between this rank and a peer
+// reached over TCP (see README, "Several network paths"). Its counters
+// grow for the life of the communicator.
+type NetPath struct {
+	Peer int // the peer's rank in the communicator
+	// Path is the index of the path's listener address among those the
+	// higher rank of the pair published (HCOMM_SOCKET_ADDR order).
+	Path          int
+	Local, Remote string // the path's socket addresses
+	// Up is false for a path dropped because it could not connect.
+	Up bool
+	// Rate is the estimated throughput in bytes/s (the link speed at
+	// first, measured sends afterwards); Share is the fraction of the
+	// last striped message this rank sent on the path.
+	Rate, Share    float64
+	Sent, Received uint64 // payload bytes
+	// RTT and Retrans are the kernel's smoothed round-trip time (the
+	// largest of the path's sockets) and retransmitted segments (summed
+	// over them); zero where the system does not report them.
+	RTT     time.Duration
+	Retrans uint32
+}
+
+// NetPaths returns the state of every network path to every peer this
+// rank has connected to over TCP, by peer and path; none when no peer is
+// reached over TCP (one host, shared memory). It may be called at any
+// time, from any goroutine, for example by a metrics exporter at scrape
+// time; it takes no lock a collective holds.
+func (c *Comm) NetPaths() []NetPath {
+	ps := c.netPaths()
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]NetPath, len(ps))
+	for i, p := range ps {
+		out[i] = NetPath{Peer: p.Peer, Path: p.Path, Local: p.Local, Remote: p.Remote, Up: p.Up,
+			Rate: p.Rate, Share: p.Share, Sent: p.Sent, Received: p.Received, RTT: p.RTT, Retrans: p.Retrans}
+	}
+	return out
+}
