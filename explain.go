@@ -55,8 +55,10 @@ func (e PlanExplanation) String() string {
 // Gather and Scatter; per peer for AllToAll), root 0, and why. It sends
 // nothing; every rank computes the same answer. Small collectives of a
 // communicator whose ranks share a host run on the shared segment's slots
-// without the planner: Algo is then "shm-slots", and the Reason says what
-// the planner would pick.
+// without the planner (unless HCOMM_ALGO forces an algorithm): Algo is
+// then "shm-slots", RunnerUp is the planner's pick (what a larger call, or
+// the call with the slot path off, would run), the Reason says both, and
+// the Candidates are the planner's.
 func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, error) {
 	coll, ok := collByName(op)
 	if !ok || count < 0 || dt.Size() == 0 {
@@ -82,9 +84,10 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 	if k := (call{coll: coll, count: count, dt: dt.internal()}); c.groupFits(&k) {
 		// The call runs without a schedule (group.go); the planner's
 		// pick is what a larger call would run.
-		x.Algo, x.Forced = groupAlgo, false
-		x.table += "\n" + groupAlgo + ": small, every rank on this host: slots in the shared segment (the planner's pick otherwise: " + x.Reason + ")"
-		x.Reason = "every rank on this host and a small contribution: a group call through slots in the shared segment, no schedule"
+		x.Reason = "every rank on this host and a small contribution: a group call through slots in the shared segment, no schedule; the planner's pick otherwise: " +
+			x.Algo + " (" + x.Reason + ")"
+		x.Algo, x.Forced, x.RunnerUp = groupAlgo, false, x.Algo
+		x.table += "\n" + groupAlgo + ": " + x.Reason
 	}
 	return x, nil
 }

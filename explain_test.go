@@ -104,3 +104,41 @@ func TestExplainPlanForcedAndBad(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainPlanGroup: a small call that takes the group path is
+// explained as "shm-slots", with the planner's pick as the runner-up and
+// in the reason, as the doc says; a larger one as the planner's pick.
+func TestExplainPlanGroup(t *testing.T) {
+	c, _ := groupComm(t, nil)
+	plain, err := NewLocal(context.Background(), 2, nil) // no group path: the planner alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain[1].Close()
+	defer plain[0].Close()
+	for _, tc := range []struct {
+		count int
+		group bool
+	}{{1, true}, {256, true}, {1 << 20, false}} {
+		e, err := c.ExplainPlan("AllReduce", DTypeFloat32, tc.count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plain[0].ExplainPlan("AllReduce", DTypeFloat32, tc.count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tc.group {
+			if e.Algo != p.Algo || e.Reason != p.Reason {
+				t.Errorf("count %d: %q (%s), the planner alone %q (%s)", tc.count, e.Algo, e.Reason, p.Algo, p.Reason)
+			}
+			continue
+		}
+		if e.Algo != "shm-slots" || e.Forced || e.RunnerUp != p.Algo || p.Algo == "" ||
+			!strings.Contains(e.Reason, "the planner's pick otherwise: "+p.Algo+" ("+p.Reason+")") ||
+			!strings.Contains(e.String(), e.Reason) || len(e.Candidates) != len(p.Candidates) {
+			t.Errorf("count %d: group call explained as %q, runner-up %q, reason %q, %d candidates; the planner picks %q (%s), %d candidates\n%s",
+				tc.count, e.Algo, e.RunnerUp, e.Reason, len(e.Candidates), p.Algo, p.Reason, len(p.Candidates), e)
+		}
+	}
+}
