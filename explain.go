@@ -20,7 +20,7 @@ type PlanExplanation struct {
 	Count      int    // elements per rank, as passed to ExplainPlan
 	Algo       string // the pick: what the collective would run
 	Forced     bool   // chosen by HCOMM_ALGO / Config.Algo
-	RunnerUp   string // the cheapest other candidate ("" if none)
+	RunnerUp   string // the cheapest other candidate ("" if none); for "shm-slots", the planner's pick
 	Reason     string // the explanation in one line
 	Candidates []PlanCandidate
 
