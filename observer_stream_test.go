@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +99,49 @@ func TestTraceFileStreams(t *testing.T) {
 	want := "stream comm:X:wait grads, stream comm:X:AllReduce, stream compute:i:record grads"
 	if strings.Join(saw, ", ") != want {
 		t.Errorf("stream events %q, want %q", strings.Join(saw, ", "), want)
+	}
+}
+
+// TestObserverStreamAllocs: watching the streams of a communicator
+// allocates nothing per record or wait, of a named or an unnamed event.
+func TestObserverStreamAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	var names atomic.Int64 // bytes of event names seen (the streams' goroutines)
+	obs := &Observer{Stream: func(e StreamEvent) { names.Add(int64(len(e.Event))) }}
+	comms, err := NewLocal(context.Background(), 1, &Config{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	s1, s2 := comms[0].NewStream("a"), comms[0].NewStream("b")
+	defer s1.Close()
+	defer s2.Close()
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	for _, name := range []string{"named", ""} {
+		e := NewEvent(name)
+		step := func() {
+			s1.Go(fn)
+			s1.RecordEvent(e)
+			s2.WaitEvent(e)
+			s2.Go(fn)
+			if err := s1.Synchronize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.Synchronize(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 100 {
+			step()
+		}
+		if a := testing.AllocsPerRun(200, step); a != 0 {
+			t.Errorf("event %q: Go+RecordEvent+WaitEvent+Synchronize on observed streams: %v allocations per step, want 0", name, a)
+		}
+		if names.Load() == 0 {
+			t.Fatal("the observer saw no event names")
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 type Event struct {
 	name string
 	id   uint64
+	auto atomic.Pointer[string] // "event#N", built by the first Name of an unnamed event
 
 	mu        sync.Mutex
 	gen       uint64    // records issued, counted over all of the event's lives
@@ -114,14 +115,22 @@ func (w *waiter) signal() {
 // Init makes e a new, unrecorded event named name (which may be empty).
 func (e *Event) Init(name string) {
 	e.name, e.id = name, eventIDs.Add(1)
+	e.auto.Store(nil)
 }
 
-// Name returns the event's name, or "event#N" for an unnamed event.
+// Name returns the event's name, or "event#N" for an unnamed event. The
+// latter is built once, so that a hook told of every record and wait of a
+// reused unnamed event does not allocate each time.
 func (e *Event) Name() string {
 	if e.name != "" {
 		return e.name
 	}
-	return "event#" + strconv.FormatUint(e.id, 10)
+	if p := e.auto.Load(); p != nil {
+		return *p
+	}
+	n := "event#" + strconv.FormatUint(e.id, 10)
+	e.auto.CompareAndSwap(nil, &n)
+	return *e.auto.Load()
 }
 
 // String returns the event's name, quoted.
