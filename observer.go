@@ -73,7 +73,11 @@ type OpEvent struct {
 	// Wait (OpEnd only) is how long the call ran before the first message
 	// from a peer arrived: mostly the time spent waiting for the peers to
 	// reach the collective. It is 0 when the rank received nothing, and
-	// the rest of Duration is moving and reducing data.
+	// the rest of Duration is moving and reducing data. A group call
+	// (Algo "shm-slots") is one step: it publishes this rank's
+	// contribution, of at most a few KiB, and waits until every peer's
+	// is in its slot; its Wait is the whole Duration, an upper bound that
+	// includes that step's copy and reduction.
 	Wait time.Duration
 	Err  error // OpEnd only: what the call returns
 }
@@ -107,7 +111,9 @@ func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
 	}
 	if o := c.set.observer; o != nil && o.OpEnd != nil {
 		ev.Duration, ev.Err = c.clock.Now().Sub(ev.Start), err
-		if t, ok := c.ex.FirstRecv(); ok && ev.Algo != groupAlgo {
+		if ev.Algo == groupAlgo {
+			ev.Wait = ev.Duration
+		} else if t, ok := c.ex.FirstRecv(); ok {
 			ev.Wait = max(t.Sub(ev.Start), 0)
 		}
 		o.OpEnd(*ev)

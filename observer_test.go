@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // TestObserver: every collective of every rank reaches the Observer once
@@ -192,5 +195,45 @@ func TestObserverBucketLaunch(t *testing.T) {
 		if e != want || e.At.IsZero() {
 			t.Errorf("got %+v, want %+v", e, want)
 		}
+	}
+}
+
+// lateGroup is a transport.Group whose calls take at least late: the
+// time the peers' slots took to be filled.
+type lateGroup struct{ late time.Duration }
+
+func (g *lateGroup) GroupMax() int { return 1024 }
+
+func (g *lateGroup) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out []byte) error {
+	time.Sleep(g.late)
+	copy(out, in)
+	return nil
+}
+
+// TestObserverGroupWait: a group call whose peers are late reports the
+// wait (not 0) and one chunk.
+func TestObserverGroupWait(t *testing.T) {
+	const late = 30 * time.Millisecond
+	var ends []OpEvent
+	comms, err := NewLocal(context.Background(), 2, &Config{Observer: &Observer{OpEnd: func(e OpEvent) { ends = append(ends, e) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[1].Close()
+	defer comms[0].Close()
+	c := comms[0]
+	c.initGroup(struct {
+		transport.Transport
+		transport.Group
+	}{c.t, &lateGroup{late}})
+	x := make([]float32, 4)
+	if err := AllReduce(context.Background(), c, x, x, Sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != 1 {
+		t.Fatalf("%d OpEnd events", len(ends))
+	}
+	if e := ends[0]; e.Algo != groupAlgo || e.Chunks != 1 || e.Wait < late || e.Wait != e.Duration {
+		t.Errorf("group call with peers %v late: algo %q, chunks %d, duration %v, wait %v", late, e.Algo, e.Chunks, e.Duration, e.Wait)
 	}
 }
