@@ -207,6 +207,12 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		t.Gamma *= t.CacheFactor
 		t.CopyBeta *= t.CacheFactor
 	}
+	if !t.oversubscribed(n) {
+		t.SHMSwitch = 0
+	}
+	if t.SHMCoreShare == 0 {
+		t.SHMCoreShare = 1
+	}
 	P, xor, err := period(a, s, es)
 	if err != nil {
 		return Result{}, err
@@ -595,16 +601,17 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin, gap f
 		h := m.simHost(hs)
 		c := t.cores()
 		cs := m.cores[h*c : (h+1)*c]
-		k := 0
+		ci := 0
 		for i := 1; i < c; i++ {
-			if cs[i] < cs[k] {
-				k = i
+			if cs[i] < cs[ci] {
+				ci = i
 			}
 		}
-		start = max(now, cs[k], m.mem[h])
-		cs[k] = start + fb*t.SHM.Beta
+		start = max(now, cs[ci], m.mem[h])
+		sw := float64(k) * t.SHMSwitch // oversubscribed cores: a switch per chunk
+		cs[ci] = start + fb*t.SHM.Beta*t.SHMCoreShare + sw
 		m.mem[h] = start + fb/t.MemBW
-		dur = fb * max(t.SHM.Beta, 1/t.MemBW)
+		dur = fb*max(t.SHM.Beta, 1/t.MemBW) + sw
 	default:
 		s, d := m.simHost(hs), m.simHost(hd)
 		rs, rd := m.rack(hs), m.rack(hd)

@@ -223,6 +223,8 @@ func TestRead(t *testing.T) {
 		{`{"nic_bw": -5}`, "nic_bw"},
 		{`{"shm": {"alpha": -1}}`, "shm"},
 		{`{"gamma": 2}`, "gamma"},
+		{`{"shm_switch": -1e-6}`, "shm_switch"},
+		{`{"shm_core_share": 1.5}`, "shm_core_share"},
 		{`[1,2]`, "cannot unmarshal"},
 		{`{"ranks_per_host": 4`, "unexpected EOF"},
 	} {
@@ -593,5 +595,46 @@ func TestRepeat(t *testing.T) {
 	}
 	if !near(five.Time, 5*one.Time, 1e-9) || five.Chunks != 5*one.Chunks {
 		t.Errorf("5 calls: %g s, %d chunks; one: %g s, %d chunks", five.Time, five.Chunks, one.Time, one.Chunks)
+	}
+}
+
+// TestOversubscribed: the switch cost applies only to hosts with more
+// ranks than cores, per chunk on a core: two ranks exchanging one small
+// chunk each on one core pay two switches in a row; with a core each,
+// nothing. A copy holds a core for its core share of b·β only.
+func TestOversubscribed(t *testing.T) {
+	const alpha, sw = 1e-6, 3e-6
+	tp := flat(alpha, 0)
+	tp.Cores, tp.SHMSwitch = 2, sw
+	ar := lookup(t, sched.AllReduce, "rd")
+	r, err := Simulate(tp, ar, sched.AllReduce, 2, 8, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(r.Time, alpha, 1e-9) {
+		t.Errorf("2 ranks on 2 cores: %g s, want α = %g (no switch)", r.Time, alpha)
+	}
+	tp.Cores = 1
+	if r, err = Simulate(tp, ar, sched.AllReduce, 2, 8, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := alpha + 2*sw; !near(r.Time, want, 1e-9) {
+		t.Errorf("2 ranks on 1 core: %g s, want α + 2 switches = %g", r.Time, want)
+	}
+	// 1 MiB each way, β only: on one core the two copies serialise for
+	// their core share of the time.
+	const mib, beta = 1 << 20, 1e-9
+	tp = flat(0, beta)
+	tp.Cores = 1
+	for _, share := range []float64{1, 0.5} {
+		tp.SHMCoreShare = share
+		r, err := Simulate(tp, ar, sched.AllReduce, 2, mib, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The second copy starts when the first releases the core.
+		if want := (1 + share) * mib * beta; !near(r.Time, want, 1e-6) {
+			t.Errorf("core share %g: %g s, want %g", share, r.Time, want)
+		}
 	}
 }

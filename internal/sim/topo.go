@@ -81,6 +81,18 @@ type Topology struct {
 	// β and γ (0: no cache effect).
 	CacheBytes  int64   `json:"cache_bytes,omitempty"`
 	CacheFactor float64 `json:"cache_factor,omitempty"`
+	// SHMSwitch applies when a host runs more ranks than Cores: every
+	// shared-memory chunk then also costs this much CPU time on a core of
+	// the host (seconds), its latency growing by as much — a rank must be
+	// scheduled in to see a chunk or free its slot, a context switch
+	// (LogP's o on a shared core). Since it holds a core, it grows with
+	// the ranks sharing each core. 0: none.
+	SHMSwitch float64 `json:"shm_switch,omitempty"`
+	// SHMCoreShare is the fraction of a shared-memory chunk's b·β during
+	// which it holds a core; the rest (waiting on memory and on the peer)
+	// leaves the core to other ranks, which matters only when ranks
+	// outnumber cores. 0 means 1: the whole copy holds a core.
+	SHMCoreShare float64 `json:"shm_core_share,omitempty"`
 	// SHMEager and NetEager are the largest sends the transports buffer
 	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
 	// a send of one chunk no larger completes for the sender as soon as the
@@ -115,23 +127,26 @@ func Default() Topology {
 
 // Local is a model of this kind of machine running every rank on one
 // host over shared memory: two cores shared by all ranks and α, β, γ and
-// the cache's effect fitted to `hcomm perf -transport shm` AllReduce and
-// AllGather on 2 ranks only of a 2-core virtual machine (BENCHMARKS.md,
-// scripts/simval; the 4- and 8-rank runs validate it): 25 µs per chunk,
-// 0.4 ns per byte copied and 0.2 ns per byte reduced, 0.3 times that when
-// a host's buffers fit in 8 MiB of cache.
+// the cache's effect fitted by scripts/simval to `hcomm perf -transport
+// shm` AllReduce on 2 ranks only of an idle 2-core virtual machine (the
+// 4- and 8-rank runs validate it; BENCHMARKS.md): 1 µs per chunk, 0.3 ns
+// per byte copied and 0.1 ns per byte reduced, half that when a host's
+// buffers fit in 8 MiB of cache. Its oversubscription terms (SHMSwitch,
+// SHMCoreShare, for more ranks than cores) are left at none until fitted
+// on 2 ranks confined to one core (scripts/simval/measure.sh): without
+// them it underestimates small messages on 4 and 8 ranks.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 25e-6, Beta: 0.4e-9}
+	t.SHM = Link{Alpha: 1e-6, Beta: 0.3e-9}
 	t.MemBW = 8e9
-	t.Gamma = 0.2e-9
+	t.Gamma = 0.1e-9
 	t.CopyBeta = 0.1e-9
 	t.CacheBytes = 8 << 20
-	t.CacheFactor = 0.3
+	t.CacheFactor = 0.5
 	return t
 }
 
@@ -218,6 +233,9 @@ func (t Topology) Check() error {
 	if t.NICBurst < 0 || t.NICBurst > 0 && !(t.NICLineBW >= t.NICBW && t.NICLineBW <= 1e18) {
 		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
 	}
+	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 {
+		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g out of range", t.SHMSwitch, t.SHMCoreShare))
+	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
 	}
@@ -235,6 +253,20 @@ func (t Topology) rxBW() float64 {
 		return t.NICRxBW
 	}
 	return t.NICBW
+}
+
+// oversubscribed reports whether some host of n ranks runs more ranks
+// than it has cores.
+func (t Topology) oversubscribed(n int) bool {
+	most := min(n, t.RanksPerHost)
+	if t.hostOf != nil {
+		per := map[int32]int{}
+		for _, h := range t.hostOf {
+			per[h]++
+			most = max(most, per[h])
+		}
+	}
+	return most > t.cores()
 }
 
 func (t Topology) cores() int {

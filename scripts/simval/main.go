@@ -29,6 +29,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -50,6 +51,7 @@ func main() {
 type key struct {
 	op, algo string
 	n        int
+	cores    int // the CPUs the run was confined to (taskset); 0: the machine's
 	bytes    int64
 }
 
@@ -62,7 +64,15 @@ type point struct {
 	pred float64
 	err  float64 // %, (pred − med)/med
 	fit  bool    // in the fitting set
+	slot bool    // ran as a group call through shared-memory slots: no schedule to simulate
 }
+
+// slotMax is the largest contribution a group call of the shared-memory
+// transport takes (internal/transport/shm's groupMax): perf's collectives
+// of all-local ranks up to that size, unless forced to an algorithm, run
+// as one group call through slots, with no schedule the simulator could
+// run. Such points are shown but neither fitted nor validated.
+const slotMax = 1024
 
 type config struct {
 	tcp     bool
@@ -79,7 +89,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor (shm) or α (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,switch,core share] (shm; without the last two they are fitted on the confined runs) or α (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	if err := fs.Parse(args); err != nil {
@@ -123,7 +133,14 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("%s: no measurements", dir)
 	}
 	for i := range pts {
-		pts[i].fit = slices.Contains(c.fitN, pts[i].n)
+		// Runs confined to fewer cores are calibration runs of 2 ranks:
+		// always fitted on, never validated.
+		pts[i].fit = slices.Contains(c.fitN, pts[i].n) || pts[i].cores > 0
+		contrib := pts[i].bytes
+		if pts[i].op == "allgather" {
+			contrib /= int64(pts[i].n)
+		}
+		pts[i].slot = !c.tcp && pts[i].algo == "auto" && contrib <= slotMax
 	}
 	return evaluate(c, pts, out)
 }
@@ -151,7 +168,8 @@ func parseRate(s string) (float64, error) {
 // load reads DIR's ar_n*_r*.csv (AllReduce with ring, rd, hd and dbtree
 // forced in turn, a sweep each) and ag_n*_r*.csv (AllGather, and
 // Broadcast, which is left out: perf's time for it is a per-rank average
-// in which a root returning early makes it a throughput).
+// in which a root returning early makes it a throughput). A file named
+// ar_nN_cC_rR.csv holds a run confined to C cores.
 func load(dir string) ([]point, error) {
 	files, _ := filepath.Glob(filepath.Join(dir, "a[rg]_n*_r*.csv"))
 	meas := map[key][]float64{}
@@ -167,6 +185,10 @@ func load(dir string) ([]point, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		ar := strings.HasPrefix(filepath.Base(name), "ar_")
+		cores := 0
+		if m := coresRE.FindStringSubmatch(filepath.Base(name)); m != nil {
+			cores, _ = strconv.Atoi(m[1])
+		}
 		idx, prevOp := -1, ""
 		var last int64 = math.MaxInt64
 		for _, r := range rows {
@@ -196,7 +218,7 @@ func load(dir string) ([]point, error) {
 			if r[1] == "broadcast" {
 				continue
 			}
-			k := key{r[1], a, n, b}
+			k := key{r[1], a, n, cores, b}
 			meas[k] = append(meas[k], us)
 		}
 	}
@@ -213,6 +235,9 @@ func load(dir string) ([]point, error) {
 		if a.n != b.n {
 			return a.n < b.n
 		}
+		if a.cores != b.cores {
+			return a.cores > b.cores
+		}
 		if a.algo != b.algo {
 			return a.algo < b.algo
 		}
@@ -220,6 +245,8 @@ func load(dir string) ([]point, error) {
 	})
 	return pts, nil
 }
+
+var coresRE = regexp.MustCompile(`_c([1-9][0-9]*)_`)
 
 func median(v []float64) float64 {
 	if len(v)%2 == 1 {
@@ -244,6 +271,10 @@ func shmTopo(alpha, beta, gamma, cache float64) sim.Topology {
 // predict fills p.pred and p.err under t; the algorithm of an "auto" point
 // is the planner's pick, as perf ran it.
 func predict(t sim.Topology, p *point, tcp bool) error {
+	if p.slot {
+		p.algo, p.pred, p.err = "slots", math.NaN(), math.NaN()
+		return nil
+	}
 	coll, ok := colls[p.op]
 	if !ok {
 		return fmt.Errorf("unknown collective %s", p.op)
@@ -267,6 +298,9 @@ func predict(t sim.Topology, p *point, tcp bool) error {
 	a, ok := algo.Lookup(coll, name)
 	if !ok {
 		return fmt.Errorf("no %s algorithm %s", p.op, name)
+	}
+	if p.cores > 0 {
+		t.Cores = p.cores
 	}
 	// hcomm perf times a loop of calls back to back after warming up: the
 	// prediction is the time a call adds to such a loop.
@@ -292,7 +326,7 @@ func meanAbs(pts []point, keep func(*point) bool) (mean float64, within, total i
 	var sum float64
 	for i := range pts {
 		p := &pts[i]
-		if !keep(p) {
+		if !keep(p) || p.slot {
 			continue
 		}
 		total++
@@ -372,10 +406,10 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		desc = fmt.Sprintf("TCP across namespaces, tbf %.0f Mbit/s: payload %.2f MB/s (not fitted), α %.1f µs (fitted on %v ranks, ≤ 2 KiB)",
 			c.rate/1e6, t.NICBW/1e6, alpha*1e6, c.fitN)
 	case c.params != "":
-		var v [4]float64
+		var v [6]float64
 		ps := strings.Split(c.params, ",")
-		if len(ps) != 4 {
-			return errors.New("-params: want α,β,γ,cache factor")
+		if len(ps) != 4 && len(ps) != 6 {
+			return errors.New("-params: want α,β,γ,cache factor[,switch,core share]")
 		}
 		for i, s := range ps {
 			x, err := strconv.ParseFloat(s, 64)
@@ -385,20 +419,35 @@ func evaluate(c config, pts []point, out io.Writer) error {
 			v[i] = x
 		}
 		t = shmTopo(v[0], v[1], v[2], v[3])
+		t.SHMSwitch, t.SHMCoreShare = v[4], v[5]
+		if err := t.Check(); err != nil {
+			return fmt.Errorf("-params: %w", err)
+		}
 		desc = "shared memory, parameters given"
+		if len(ps) == 4 {
+			d, err := fitConfined(&t, pts)
+			if err != nil {
+				return err
+			}
+			desc += d
+		}
 	default:
+		// α, β, γ and the cache on the 2-rank runs, which have a core
+		// each; then the oversubscription terms on the 2-rank runs confined
+		// to one core (measure.sh's ar_n2_c1_*), if there are any.
+		all := func(p *point) bool { return p.fit && p.cores == 0 }
 		best, bv, bc := math.Inf(1), [4]float64{}, int64(0)
 		for _, cb := range []int64{8 << 20, 16 << 20, 32 << 20} {
-			for _, al := range []float64{4e-6, 6e-6, 8e-6, 10e-6, 12e-6, 14e-6, 17e-6, 20e-6, 25e-6, 30e-6, 40e-6} {
+			for _, al := range []float64{0.5e-6, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6, 6e-6, 8e-6, 10e-6, 12e-6, 14e-6, 17e-6, 20e-6, 25e-6, 30e-6, 40e-6} {
 				for _, be := range []float64{0.2e-9, 0.3e-9, 0.4e-9, 0.5e-9, 0.6e-9, 0.8e-9} {
 					for _, ga := range []float64{0.1e-9, 0.2e-9, 0.3e-9, 0.5e-9} {
 						for _, co := range []float64{0.1, 0.2, 0.3, 0.5, 1} {
 							tt := shmTopo(al, be, ga, co)
 							tt.CacheBytes = cb
-							if err := predictAll(tt, pts, false, fitSet); err != nil {
+							if err := predictAll(tt, pts, false, all); err != nil {
 								return err
 							}
-							if e, _, n := meanAbs(pts, fitSet); n > 0 && e < best {
+							if e, _, n := meanAbs(pts, all); n > 0 && e < best {
 								best, bv, bc = e, [4]float64{al, be, ga, co}, cb
 							}
 						}
@@ -411,8 +460,13 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		}
 		t = shmTopo(bv[0], bv[1], bv[2], bv[3])
 		t.CacheBytes = bc
-		desc = fmt.Sprintf("shared memory, 2 cores: α %.0f µs, β %.2f ns/B, γ %.2f ns/B, cache factor %.2g below %d MiB (fitted on %v ranks)",
+		desc = fmt.Sprintf("shared memory, 2 cores: α %.1f µs, β %.2f ns/B, γ %.2f ns/B, cache factor %.2g below %d MiB (fitted on %v ranks)",
 			bv[0]*1e6, bv[1]*1e9, bv[2]*1e9, bv[3], bc>>20, c.fitN)
+		d, err := fitConfined(&t, pts)
+		if err != nil {
+			return err
+		}
+		desc += d
 	}
 	if err := predictAll(t, pts, c.tcp, func(*point) bool { return true }); err != nil {
 		return err
@@ -423,8 +477,20 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		if p.fit {
 			set = "fit"
 		}
-		fmt.Fprintf(out, "%-9s %-7s n=%d %9d  measured %10.1f µs (runs %s)  predicted %10.1f µs  %+6.1f%%  %s\n",
-			p.op, p.algo, p.n, p.bytes, p.med, runsString(p.runs), p.pred, p.err, set)
+		if p.slot {
+			set = "not simulated: a group call through slots"
+		}
+		n := strconv.Itoa(p.n)
+		if p.cores > 0 {
+			n += "/" + strconv.Itoa(p.cores) + "c"
+		}
+		if p.slot {
+			fmt.Fprintf(out, "%-9s %-7s n=%-4s %9d  measured %10.1f µs (runs %s)  %s\n",
+				p.op, p.algo, n, p.bytes, p.med, runsString(p.runs), set)
+			continue
+		}
+		fmt.Fprintf(out, "%-9s %-7s n=%-4s %9d  measured %10.1f µs (runs %s)  predicted %10.1f µs  %+6.1f%%  %s\n",
+			p.op, p.algo, n, p.bytes, p.med, runsString(p.runs), p.pred, p.err, set)
 	}
 	val := func(p *point) bool { return !p.fit }
 	big := func(p *point) bool { return !p.fit && p.bytes >= c.bigOnly }
@@ -440,6 +506,32 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		markdown(pts, out)
 	}
 	return nil
+}
+
+// fitConfined fits t's oversubscription terms (SHMSwitch, SHMCoreShare)
+// on the runs confined to fewer cores than ranks, its other parameters
+// fixed, and describes them.
+func fitConfined(t *sim.Topology, pts []point) (string, error) {
+	confined := func(p *point) bool { return p.fit && p.cores > 0 }
+	if _, _, n := meanAbs(pts, confined); n == 0 {
+		return "; no runs confined to fewer cores: no oversubscription terms", nil
+	}
+	best := math.Inf(1)
+	var bs, bf float64
+	for _, sw := range []float64{0, 0.25e-6, 0.5e-6, 1e-6, 1.5e-6, 2e-6, 2.5e-6, 3e-6, 4e-6, 5e-6, 6e-6, 8e-6, 10e-6, 15e-6, 20e-6} {
+		for _, f := range []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1} {
+			tt := *t
+			tt.SHMSwitch, tt.SHMCoreShare = sw, f
+			if err := predictAll(tt, pts, false, confined); err != nil {
+				return "", err
+			}
+			if e, _, _ := meanAbs(pts, confined); e < best {
+				best, bs, bf = e, sw, f
+			}
+		}
+	}
+	t.SHMSwitch, t.SHMCoreShare = bs, bf
+	return fmt.Sprintf("; ranks > cores: switch %.2f µs per chunk, core share %.1f (fitted on 2 ranks confined to 1 core)", bs*1e6, bf), nil
 }
 
 func runsString(v []float64) string {
@@ -483,6 +575,9 @@ func markdown(pts []point, out io.Writer) {
 			rows = append(rows, r)
 		}
 		cells[r][p.bytes] = fmt.Sprintf("%s / %s (%+.0f%%)", fnum(p.med), fnum(p.pred), p.err)
+		if p.slot {
+			cells[r][p.bytes] = fnum(p.med) + " / slots"
+		}
 	}
 	slices.Sort(sizes)
 	fmt.Fprint(out, "| op | algo | ranks |")

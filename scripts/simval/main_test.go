@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,4 +85,69 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestConfinedFit: runs made by the model itself (known α, β, γ, cache,
+// switch and core share) on 2 ranks, on 2 ranks confined to one core and
+// on 4 ranks; with α, β, γ and the cache given, the fit on the 2-rank runs
+// predicts the 4-rank ones: it recovers the oversubscription terms from the confined
+// runs, which stay in the fitting set; small AllGathers, which run as
+// group calls through slots, are shown but neither fitted nor validated.
+func TestConfinedFit(t *testing.T) {
+	truth := shmTopo(1e-6, 0.3e-9, 0.1e-9, 0.5)
+	truth.SHMSwitch, truth.SHMCoreShare = 3e-6, 0.7
+	dir := t.TempDir()
+	sizes := []int64{8, 32768, 1 << 20}
+	write := func(name, op string, n, cores int, sizes []int64) {
+		var b strings.Builder
+		b.WriteString("impl,op,ranks,bytes,usec,algbw_GBps,busbw_GBps\n")
+		for _, algo := range []string{"ring", "rd"} {
+			if op != "allreduce" {
+				algo = "auto"
+			}
+			for _, sz := range sizes {
+				p := point{key: key{op: op, algo: algo, n: n, cores: cores, bytes: sz}, med: 1}
+				tt := truth
+				if err := predict(tt, &p, false); err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&b, "hcomm,%s,%d,%d,%.4f,0,0\n", op, n, sz, p.pred)
+			}
+			if op != "allreduce" {
+				break
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ar_n2_r1.csv", "allreduce", 2, 0, sizes)
+	write("ar_n2_c1_r1.csv", "allreduce", 2, 1, sizes)
+	write("ar_n4_r1.csv", "allreduce", 4, 0, sizes)
+	write("ag_n4_r1.csv", "allgather", 4, 0, []int64{2048, 1 << 20})
+	var out bytes.Buffer
+	// The 2-core terms given (their grid search is slow under -race),
+	// the oversubscription terms fitted.
+	if err := run([]string{"-params", "1e-6,0.3e-9,0.1e-9,0.5", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "ranks > cores: switch 3.00 µs per chunk, core share 0.7 (fitted on 2 ranks confined to 1 core)") {
+		t.Errorf("oversubscription terms not recovered:\n%s", s)
+	}
+	m := regexp.MustCompile(`validation set:\s+(\d+) of\s+(\d+) points within 25%, mean \|error\| ([0-9.]+)%`).FindStringSubmatch(s)
+	if m == nil || m[1] != m[2] || m[2] != "7" {
+		t.Fatalf("validation summary %q, want 7 of 7 points (6 AllReduce, the 1 MiB AllGather)\n%s", m, s)
+	}
+	if e, _ := strconv.ParseFloat(m[3], 64); e > 1 {
+		t.Errorf("validation mean error %v%% on points the model made itself\n%s", e, s)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, "n=2/1c") && !strings.HasSuffix(line, " fit") {
+			t.Errorf("a confined run outside the fitting set: %s", line)
+		}
+	}
+	if !strings.Contains(s, "allgather slots   n=4         2048") || !strings.Contains(s, "not simulated: a group call through slots") {
+		t.Errorf("the 2 KiB AllGather of 4 ranks (512 B each) is not shown as a slot call:\n%s", s)
+	}
 }
