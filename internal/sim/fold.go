@@ -8,8 +8,9 @@ import (
 // Folding in time. Long runs of identical steps (ring's 2(n−1) steps of
 // one block each, the inter-host ring of hier) settle into a steady state
 // in which every period of the reference rank (simulated rank 0) — K of
-// its steps, K up to 64 (a host's ranks a step apart make periods of
-// several) — moves the whole machine by the same time Δ: every rank's
+// its steps, K up to 256 (a host's ranks a step apart make periods of
+// several; when latency rules, a rack's one slow hop among its ranks
+// makes a period of the rack's ranks) — moves the whole machine by the same time Δ: every rank's
 // step, every pending event, piece in flight and resource's busy-until
 // time is where it was a period before, Δ later. Once two consecutive
 // periods show the same state relative to the reference's clock, with the
@@ -24,6 +25,8 @@ import (
 // compared to within 1e-11 relative); Options.NoFold turns it off. A state
 // that grows — a channel whose queue of pieces sent ahead of the receiver
 // lengthens every period — never repeats and is simulated step by step.
+// The snapshots kept (2K+1) are bounded by foldBudget bytes: a large state
+// is checked for shorter periods only.
 
 // foldTol is the relative tolerance of time comparisons when folding.
 const foldTol = 1e-11
@@ -44,8 +47,12 @@ type snapshot struct {
 
 // foldMax is the longest period, in steps of the reference, folding
 // looks for (a host's ranks ahead of one another make periods of several
-// steps).
-const foldMax = 64
+// steps; ring at 1 MiB on 16,384 ranks in racks of 256 has a period of
+// 256).
+const foldMax = 256
+
+// foldBudget bounds the bytes of the snapshots folding keeps.
+const foldBudget = 128 << 20
 
 // folder holds the last snapshots and the steps' sameness table.
 type folder struct {
@@ -198,6 +205,8 @@ func (m *machine) maybeFold(t float64) {
 		// A large state: look for short periods only.
 		f.max = max(1, min(f.max, (32<<20)/(8*len(s.times))))
 	}
+	// 2·max+1 snapshots of this size at most.
+	f.max = max(1, min(f.max, foldBudget/(2*8*(len(s.ints)+len(s.times)+len(s.bds)+len(s.bdInts))+1)))
 	tol := foldTol * max(t, 1e-9)
 	for K := 1; K <= f.max; K++ {
 		a, b := f.at(s.ref-int32(K)), f.at(s.ref-int32(2*K))

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"os"
@@ -407,23 +408,27 @@ func TestTrace(t *testing.T) {
 // TestFold checks folding in time against simulating every step: the same
 // time and critical path to rounding, with most steps jumped over.
 func TestFold(t *testing.T) {
-	topo := Default()
-	topo.RanksPerHost, topo.HostsPerRack = 4, 4
 	cases := []struct {
 		coll  sched.Coll
 		name  string
 		n     int
 		bytes int64
+		rack  int // hosts per rack (0: 4)
 	}{
-		{sched.AllReduce, "ring", 256, 1 << 20},
-		{sched.AllReduce, "ring", 256, 64 << 20},
-		{sched.AllReduce, "ring", 96, 8 << 20}, // not a power of two
-		{sched.AllGather, "ring", 256, 4 << 20},
-		{sched.ReduceScatter, "ring", 256, 4 << 20},
-		{sched.AllReduce, "hier", 256, 16 << 20},
-		{sched.AllReduce, "hring", 256, 16 << 20},
+		{sched.AllReduce, "ring", 256, 1 << 20, 0},
+		{sched.AllReduce, "ring", 256, 64 << 20, 0},
+		{sched.AllReduce, "ring", 96, 8 << 20, 0}, // not a power of two
+		{sched.AllGather, "ring", 256, 4 << 20, 0},
+		{sched.ReduceScatter, "ring", 256, 4 << 20, 0},
+		{sched.AllReduce, "hier", 256, 16 << 20, 0},
+		{sched.AllReduce, "hring", 256, 16 << 20, 0},
+		// Latency-bound: one rack hop per 128 ranks makes the period 128
+		// steps.
+		{sched.AllReduce, "ring", 512, 1 << 20, 32},
 	}
 	for _, c := range cases {
+		topo := Default()
+		topo.RanksPerHost, topo.HostsPerRack = 4, cmp.Or(c.rack, 4)
 		var a algo.Algorithm
 		for _, x := range topo.Algorithms(c.coll, c.n) {
 			if x.Name == c.name {
