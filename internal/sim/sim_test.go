@@ -422,9 +422,9 @@ func TestFold(t *testing.T) {
 		{sched.ReduceScatter, "ring", 256, 4 << 20, 0},
 		{sched.AllReduce, "hier", 256, 16 << 20, 0},
 		{sched.AllReduce, "hring", 256, 16 << 20, 0},
-		// Latency-bound: one rack hop per 128 ranks makes the period 128
-		// steps.
-		{sched.AllReduce, "ring", 512, 1 << 20, 32},
+		// Latency-bound: one rack hop per 80 ranks makes a period of 80
+		// steps, more than 64.
+		{sched.AllReduce, "ring", 480, 1 << 20, 20},
 	}
 	for _, c := range cases {
 		topo := Default()
