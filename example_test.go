@@ -85,3 +85,22 @@ func ExampleComm_Split() {
 	fmt.Println(sums)
 	// Output: [2 4 2 4]
 }
+
+// A rank of a job over TCP reports how its traffic to each peer went over
+// each network path (nothing is printed for peers on shared memory).
+func ExampleComm_NetPaths() {
+	ctx := context.Background()
+	c, err := hcomm.Init(ctx, nil) // a rank of a job started by hcomm run
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	x := make([]float32, 1<<20)
+	if err := hcomm.AllReduce(ctx, c, x, x, hcomm.Sum); err != nil {
+		panic(err)
+	}
+	for _, p := range c.NetPaths() {
+		fmt.Printf("peer %d path %d (%s -> %s): sent %d B, received %d B, rtt %v, share %.2f\n",
+			p.Peer, p.Path, p.Local, p.Remote, p.Sent, p.Received, p.RTT, p.Share)
+	}
+}
