@@ -128,13 +128,13 @@ func Default() Topology {
 // Local is a model of this kind of machine running every rank on one
 // host over shared memory: two cores shared by all ranks and α, β, γ and
 // the cache's effect fitted by scripts/simval to `hcomm perf -transport
-// shm` AllReduce on 2 ranks only of an idle 2-core virtual machine (the
-// 4- and 8-rank runs validate it; BENCHMARKS.md): 1 µs per chunk, 0.3 ns
-// per byte copied and 0.1 ns per byte reduced, half that when a host's
-// buffers fit in 8 MiB of cache. Its oversubscription terms (SHMSwitch,
-// SHMCoreShare, for more ranks than cores) are left at none until fitted
-// on 2 ranks confined to one core (scripts/simval/measure.sh): without
-// them it underestimates small messages on 4 and 8 ranks.
+// shm` AllReduce and AllGather on 2 ranks only of an idle 2-core virtual
+// machine (the 4- and 8-rank runs validate it; BENCHMARKS.md): 1 µs per
+// chunk, 0.3 ns per byte copied and 0.1 ns per byte reduced, half that
+// when a host's buffers fit in 8 MiB of cache. Its oversubscription terms
+// (SHMSwitch, SHMCoreShare, for more ranks than cores) are left at none
+// until fitted on 2 ranks confined to one core (scripts/simval/measure.sh):
+// without them it underestimates small messages on 4 and 8 ranks.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
