@@ -28,8 +28,8 @@ type NetPath struct {
 // NetPaths returns the state of every network path to every peer this
 // rank has connected to over TCP, by peer and path; none when no peer is
 // reached over TCP (one host, shared memory). It may be called at any
-// time, from any goroutine, for example by a metrics exporter at scrape
-// time; it takes no lock a collective holds.
+// time, from any goroutine, also while collectives run (for example by a
+// metrics exporter at scrape time): it does not wait for them.
 func (c *Comm) NetPaths() []NetPath {
 	ps := c.netPaths()
 	if len(ps) == 0 {
