@@ -126,7 +126,10 @@ func (c *Comm) watchNotice(ctx context.Context) {
 	c.notice.Store(perr)
 	c.stateMu.Lock()
 	if c.state.Load() == stateOK {
-		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, perr)
+		// relayed: a later call fails with ErrMismatch if the
+		// notice's reason was one, as when the abort comes through the
+		// transport.
+		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, relayed(perr))
 		c.state.Store(stateFailed)
 	}
 	c.stateMu.Unlock()
