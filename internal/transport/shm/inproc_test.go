@@ -124,14 +124,14 @@ func TestClose(t *testing.T) {
 	go func() { peerWaiting <- trs[1].Recv(ctx, 0, &fp, make([]byte, 8)) }()
 	awaitAsleep(t, trs[0], 2, false)
 	awaitAsleep(t, trs[1], 0, false)
-	start := time.Now()
+	w := startWatch()
 	if err := trs[0].Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if err := <-pending; !errors.Is(err, errs.ErrClosed) {
 		t.Errorf("call pending during Close: got %v, want ErrClosed", err)
 	}
-	if el := time.Since(start); el > slack {
+	if el, late := w.late(0); late {
 		t.Errorf("Close took %v", el)
 	}
 	peerErr(t, "peer waiting on a closed rank", <-peerWaiting, 0, errs.ErrPeerLost)
@@ -183,7 +183,7 @@ func TestAbortInProcess(t *testing.T) {
 	go func() { local <- trs[0].Send(ctx, 1, &fp, make([]byte, 8<<20)) }()
 	awaitAsleep(t, trs[0], 1, false)
 	awaitAsleep(t, trs[0], 1, true)
-	start := time.Now()
+	w := startWatch()
 	trs[0].Abort(errors.New("bad input"))
 	trs[0].Abort(errors.New("second abort is ignored"))
 	for range 2 {
@@ -199,7 +199,7 @@ func TestAbortInProcess(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Peer != 0 || pe.Kind != errs.ErrAborted && pe.Kind != errs.ErrPeerLost {
 		t.Errorf("peer call after abort: got %v", err)
 	}
-	if el := time.Since(start); el > slack {
+	if el, late := w.late(0); late {
 		t.Errorf("abort took %v to propagate", el)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/cpuwait"
+
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -281,6 +283,23 @@ func runScenario(t *testing.T, size int, name, variant string) {
 // below it.
 const slack = 900 * time.Millisecond
 
+// stopwatch times a call against slack plus the time this process was
+// kept from a CPU meanwhile (cpuwait): on a loaded machine that wait is
+// the machine's, not the call's.
+type stopwatch struct {
+	start time.Time
+	wait  time.Duration
+}
+
+func startWatch() stopwatch { return stopwatch{time.Now(), cpuwait.Total()} }
+
+// late returns the time since the start and whether it exceeds d plus
+// slack plus the CPU wait since the start.
+func (w stopwatch) late(d time.Duration) (time.Duration, bool) {
+	el := time.Since(w.start)
+	return el, el > d+slack+(cpuwait.Total()-w.wait)
+}
+
 var testSizes = []int{0, 1, 7, 63, 64, 65, 4031, 4032, 4033, 4095, 4096, 4097, 5000, 5056, 5057, 15170, 65539,
 	128 << 10, 128<<10 + 1, 256 << 10, 256<<10 + 1, 1<<20 + 17, 4<<20 + 3}
 
@@ -470,11 +489,11 @@ func scenarioDeadline(ctx context.Context, tr *Transport) error {
 			return c, cancel
 		}, context.Canceled},
 	} {
-		start := time.Now() // before the context's timer starts
+		w := startWatch() // before the context's timer starts
 		c, cancel := tc.ctx()
 		err := tr.Recv(c, 1, &dataFP, big[:1<<20])
 		cancel()
-		if el := time.Since(start); !errors.Is(err, tc.want) || el < 40*time.Millisecond || el > slack {
+		if el, late := w.late(0); !errors.Is(err, tc.want) || el < 40*time.Millisecond || late {
 			return fmt.Errorf("%s: Recv returned %v after %v, want %v after about 50ms", tc.name, err, el, tc.want)
 		}
 	}
@@ -489,12 +508,12 @@ func scenarioDeadline(ctx context.Context, tr *Transport) error {
 	}
 	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
+	w := startWatch()
 	if tr.cmaThreshold == 0 {
 		big = append(big, make([]byte, 4<<20)...) // more than the ring holds
 	}
 	err := tr.Send(c, 1, &bigFP, big)
-	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el > slack {
+	if el, late := w.late(0); !errors.Is(err, context.DeadlineExceeded) || late {
 		return fmt.Errorf("Send returned %v after %v, want a deadline error after about 50ms", err, el)
 	}
 	if err := tr.Send(ctx, 1, &goFP, []byte{1}); !errors.Is(err, errs.ErrPeerLost) {
@@ -564,7 +583,7 @@ func TestProcessPeerAborts(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			c := startCluster(t, 2, 0, "aborter", v)
 			tr := c.transport()
-			start := time.Now()
+			w := startWatch()
 			results := blockedCalls(tr, 1)
 			for range 2 {
 				err := <-results
@@ -574,7 +593,7 @@ func TestProcessPeerAborts(t *testing.T) {
 				}
 			}
 			// The peer aborts as soon as both calls are asleep.
-			if el := time.Since(start); el > 200*time.Millisecond+slack {
+			if el, late := w.late(200 * time.Millisecond); late {
 				t.Errorf("calls failed after %v", el)
 			}
 			c.release(1)
@@ -594,12 +613,12 @@ func TestProcessAbortReachesPeer(t *testing.T) {
 		result <- tr.Recv(context.Background(), 1, &fp, make([]byte, 8))
 	}()
 	awaitAsleep(t, tr, 1, false)
-	start := time.Now()
+	w := startWatch()
 	tr.Abort(errors.New("parent-reason"))
 	if err := <-result; !errors.Is(err, errs.ErrAborted) || !strings.Contains(err.Error(), "parent-reason") {
 		t.Errorf("pending call after Abort: got %v, want ErrAborted with the cause", err)
 	}
-	if el := time.Since(start); el > slack {
+	if el, late := w.late(0); late {
 		t.Errorf("pending call returned %v after Abort", el)
 	}
 	fp := fpFor(9, 0)
@@ -619,13 +638,13 @@ func TestProcessPeerKilled(t *testing.T) {
 			results := blockedCalls(tr, 1)
 			awaitAsleep(t, tr, 1, false) // both calls are blocked mid-transfer
 			awaitAsleep(t, tr, 1, true)
-			start := time.Now()
+			w := startWatch()
 			c.kill(1)
 			for range 2 {
 				peerErr(t, "call waiting on a killed rank", <-results, 1, errs.ErrPeerLost)
 			}
-			el := time.Since(start)
-			if el > slack {
+			el, late := w.late(0)
+			if late {
 				t.Errorf("calls failed %v after the peer was killed", el)
 			}
 			t.Logf("both calls failed %v after SIGKILL", el)
@@ -644,10 +663,10 @@ func TestProcessCreatorKilled(t *testing.T) {
 	c.assertNoLeftovers()
 	c.kill(0)
 	fp := fpFor(1, 8)
-	start := time.Now()
+	w := startWatch()
 	err := tr.Recv(context.Background(), 0, &fp, make([]byte, 8))
 	peerErr(t, "Recv from the killed creator", err, 0, errs.ErrPeerLost)
-	if el := time.Since(start); el > slack {
+	if el, late := w.late(0); late {
 		t.Errorf("Recv failed after %v", el)
 	}
 	c.wait()
