@@ -108,14 +108,37 @@ type Element interface {
 
 // DTypeOf returns the DType of T.
 func DTypeOf[T Element]() DType {
-	t := reflect.TypeFor[T]()
-	switch t {
-	case reflect.TypeFor[Float16]():
+	// The predeclared types are told apart by a type switch, which costs a
+	// few comparisons; only named types over them take reflection.
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return DTypeFloat32
+	case float64:
+		return DTypeFloat64
+	case int32:
+		return DTypeInt32
+	case uint8:
+		return DTypeUint8
+	case int64:
+		return DTypeInt64
+	case uint32:
+		return DTypeUint32
+	case uint64:
+		return DTypeUint64
+	case int8:
+		return DTypeInt8
+	case Float16:
 		return DTypeFloat16
-	case reflect.TypeFor[BFloat16]():
+	case BFloat16:
 		return DTypeBFloat16
 	}
-	switch t.Kind() {
+	return dtypeOfKind(reflect.TypeFor[T]().Kind())
+}
+
+// dtypeOfKind returns the DType of a named element type by its kind.
+func dtypeOfKind(k reflect.Kind) DType {
+	switch k {
 	case reflect.Int8:
 		return DTypeInt8
 	case reflect.Uint8:
