@@ -93,14 +93,19 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		Root: int32(k.root), Count: k.digest}
 	fp := &c.fp
 	// A group call reads the clock once, at its end, unless it waits
-	// (groupArm) or is observed; the recorder takes its start as its end.
+	// (groupArm) or is observed.
 	var now time.Time
 	observed := c.set.observer != nil || rtrace.IsEnabled()
 	if !group || observed {
 		now = c.clock.Now()
 	}
 	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: parent, fp: fp, start: now}
-	slot := c.rec.Begin(k.name, fp, now)
+	// A group call that completes without waiting is recorded once, at its
+	// end (Recorder.Record); one that waits is begun by groupArm.
+	slot := -1
+	if !group || observed {
+		slot = c.rec.Begin(k.name, fp, now)
+	}
 	c.grp.slot = slot
 	var ev OpEvent
 	var region *rtrace.Region
@@ -124,7 +129,7 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		ctx, end = c.boundCtx(parent, now)
 		c.cur.ctx = ctx
 		if c.size > 1 {
-			c.stall.Begin(k.name, fp, now)
+			c.stall.Begin(fp.Seq, now)
 		}
 		if c.zeroCopy(k) {
 			err = c.runZeroCopy(ctx, prog, fp, k)
@@ -140,7 +145,11 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		oe = c.runErr(&c.cur, err)
 	}
 	if group {
-		c.rec.EndAt(slot, oe, c.clock.Now())
+		if c.grp.slot < 0 {
+			c.rec.Record(k.name, fp, c.clock.Now(), oe)
+		} else {
+			c.rec.EndAt(c.grp.slot, oe, c.clock.Now())
+		}
 	} else {
 		c.rec.End(slot, oe)
 	}

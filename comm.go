@@ -155,7 +155,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 		}
 	}
 	c.octxEnd = c.octx.End
-	c.stall.Init((*stallView)(c))
+	c.stall.Init((*stallView)(c), &c.rec)
 	c.initGroup(t)
 	c.members = make([]int, size)
 	for i := range c.members {

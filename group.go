@@ -14,8 +14,9 @@ import (
 // segment and reads the others', in one step, with no program, planner or
 // executor. Which calls qualify depends only on what every rank knows
 // alike (the collective, the element count and size, the communicator's
-// transports and HCOMM_ALGO), so all ranks take the same path. A
-// collective forced to an algorithm by HCOMM_ALGO keeps its schedule.
+// transports, HCOMM_ALGO and HCOMM_SHM_SLOTS), so all ranks take the same
+// path. A collective forced to an algorithm by HCOMM_ALGO keeps its
+// schedule; HCOMM_SHM_SLOTS=0 keeps them all.
 //
 // The call's deadline and stall check are armed only if a wait outlasts
 // the transport's polling (groupArm), so a call that completes at once
@@ -33,7 +34,7 @@ type groupState struct {
 	g     transport.Group          // nil: no group calls
 	max   int                      // bytes
 	colls [sched.Barrier + 1]uint8 // per collective: 0 no group form, else the blocks a contribution holds
-	slot  int                      // the running call's flight-recorder slot
+	slot  int                      // the running call's flight-recorder slot; -1 until it waits
 	end   func()                   // ends the running call's deadline; nil: its deadline and stall check are not armed
 	arm   groupArm                 // c, as the transport.Deferred of its calls
 }
@@ -48,7 +49,7 @@ func (c *Comm) initGroup(t transport.Transport) {
 		g = x
 	}
 	// colls counts a contribution's blocks, one per rank, in a uint8.
-	if g == nil || c.size < 2 || c.size > 255 || g.GroupMax() <= 0 {
+	if g == nil || c.set.noSlots || c.size < 2 || c.size > 255 || g.GroupMax() <= 0 {
 		return
 	}
 	c.grp.g, c.grp.max = g, g.GroupMax()
@@ -88,12 +89,15 @@ func (a groupArm) Arm() context.Context {
 		// Unobserved calls start without reading the clock; polling took
 		// microseconds.
 		c.cur.start = c.clock.Now()
-		c.rec.Started(c.grp.slot, c.cur.start)
+	}
+	if c.grp.slot < 0 {
+		// The flight recorder learns of the call now that it waits.
+		c.grp.slot = c.rec.Begin(c.cur.name, c.cur.fp, c.cur.start)
 	}
 	ctx, end := c.boundCtx(c.cur.parent, c.cur.start)
 	c.cur.ctx = ctx
 	c.grp.end = end
-	c.stall.Begin(c.cur.name, c.cur.fp, c.cur.start)
+	c.stall.Begin(c.cur.seq, c.cur.start)
 	return ctx
 }
 

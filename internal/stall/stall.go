@@ -57,38 +57,52 @@ type LateReporter interface {
 }
 
 // Check is a communicator's stall checker. Its one timer is armed lazily,
-// as opctx's is: a collective only records its start, and the timer, when
-// it fires, checks the collective running then (if it has run long
-// enough) and re-arms itself for that one's next check; it stays disarmed
-// between collectives. A stream of short collectives costs a wake-up
-// every First, not a timer operation each. The zero Check is ready once
-// Init has named its communicator.
+// as opctx's is: a collective only records its number and start, without
+// a lock, and the timer, when it fires, checks the collective running then
+// (if it has run long enough) and re-arms itself for that one's next
+// check; it disarms itself between collectives. A stream of short
+// collectives costs a wake-up every First, not a timer operation each.
+// The call a check compares is the one the communicator's flight recorder
+// holds for the collective's number. The zero Check is ready once Init
+// has named its communicator.
 type Check struct {
-	c  Comm
-	mu sync.Mutex
-	// seq is the collective running, 0 if none. It is written under mu
-	// when a collective starts and cleared without it when one ends (the
-	// hot path takes mu once, not twice); name, fp and start belong to the
-	// seq last written under mu.
+	c   Comm
+	rec *trace.Recorder
+	// seq is the collective running, 0 if none; start is when it started
+	// (nanoseconds after base), written before seq, so that fire, reading
+	// seq, start and seq again, knows the start belongs to the seq it read.
 	seq   atomic.Uint64
-	name  string
-	fp    wire.Fingerprint
-	start time.Time
-	delay time.Duration // the check is due at start+delay
-	armed bool
-	timer *time.Timer
+	start atomic.Int64
+	armed atomic.Bool // the timer is armed or its fire is running
+	base  time.Time
+
+	mu      sync.Mutex // serializes arming, fire and Stop
+	stopped bool
+	checked uint64        // the collective the last check looked at
+	delay   time.Duration // that collective's next check is due at start+delay
+	timer   *time.Timer
 }
 
-// Init names the communicator the check watches.
-func (s *Check) Init(c Comm) { s.c = c }
+// Init names the communicator the check watches and its flight recorder.
+func (s *Check) Init(c Comm, rec *trace.Recorder) {
+	s.c, s.rec, s.base = c, rec, time.Now()
+}
 
-// Begin records that collective fp.Seq, called as name, started at now.
-func (s *Check) Begin(name string, fp *wire.Fingerprint, now time.Time) {
+// Begin records that collective seq, already in the flight recorder,
+// started at now. It takes no lock unless the timer is disarmed.
+func (s *Check) Begin(seq uint64, now time.Time) {
+	s.start.Store(int64(now.Sub(s.base)))
+	s.seq.Store(seq)
+	if !s.armed.Load() {
+		s.arm()
+	}
+}
+
+// arm arms the timer for the collective running, if it is not armed.
+func (s *Check) arm() {
 	s.mu.Lock()
-	s.name, s.fp, s.start, s.delay = name, *fp, now, First
-	s.seq.Store(fp.Seq)
-	if !s.armed {
-		s.armed = true
+	if !s.stopped && !s.armed.Load() {
+		s.armed.Store(true)
 		if s.timer == nil {
 			s.timer = time.AfterFunc(First, s.fire)
 		} else {
@@ -104,47 +118,85 @@ func (s *Check) End() { s.seq.Store(0) }
 // Stop stops the timer for good (the communicator's Close).
 func (s *Check) Stop() {
 	s.mu.Lock()
+	s.stopped = true
 	s.seq.Store(0)
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	s.armed = false
 	s.mu.Unlock()
 }
+
+// running returns the collective running and when it started, or 0.
+func (s *Check) running() (uint64, time.Time) {
+	for {
+		seq := s.seq.Load()
+		start := s.start.Load()
+		if seq == 0 || s.seq.Load() == seq {
+			return seq, s.base.Add(time.Duration(start))
+		}
+	}
+}
+
+// idle reports whether the timer should lapse, collective seq being the
+// one running (0: none): the check was stopped, the communicator failed,
+// or no collective runs. In the last case a Begin may have found the
+// timer armed just as it was lapsing; then idle re-arms it for that one.
+func (s *Check) idle(seq uint64) bool {
+	if !s.stopped && seq != 0 && s.c.Healthy() {
+		return false
+	}
+	if testBeforeLapse != nil && seq == 0 {
+		testBeforeLapse()
+	}
+	s.armed.Store(false)
+	if s.stopped || seq != 0 || s.seq.Load() == 0 {
+		return true
+	}
+	s.armed.Store(true)
+	s.timer.Reset(First)
+	return true
+}
+
+// testBeforeLapse, set by tests, runs as the timer is about to lapse
+// for want of a collective.
+var testBeforeLapse func()
 
 // fire runs when the timer fires: it checks the collective running if
 // its check is due, and re-arms for the next one due.
 func (s *Check) fire() {
 	s.mu.Lock()
-	if s.seq.Load() == 0 || !s.c.Healthy() {
-		s.armed = false
-		s.mu.Unlock()
-		return
-	}
-	if left := s.delay - time.Since(s.start); left > 0 {
-		s.timer.Reset(left)
-		s.mu.Unlock()
-		return
-	}
-	seq, name, fp := s.seq.Load(), s.name, s.fp
-	s.mu.Unlock()
-	rank := s.c.Rank()
-	calls := s.c.CallsOf(seq)
-	if peer, err := Compare(rank, seq, name, &fp, calls); err != nil && s.c.Healthy() {
-		s.c.Mismatch(seq, name, peer, err)
-	} else if l, ok := s.c.(LateReporter); ok && err == nil {
-		l.Late(seq, name, Late(rank, calls))
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.seq.Load() == 0 || !s.c.Healthy() {
-		s.armed = false
+	seq, start := s.running()
+	if s.idle(seq) {
 		return
 	}
-	if s.seq.Load() == seq {
+	if seq != s.checked {
+		s.checked, s.delay = seq, First
+	}
+	if left := s.delay - time.Since(start); left > 0 {
+		s.timer.Reset(left)
+		return
+	}
+	if name, fp, ok := s.rec.Find(seq); ok {
+		// The check may ask other processes: s.mu is not held meanwhile.
+		s.mu.Unlock()
+		rank := s.c.Rank()
+		calls := s.c.CallsOf(seq)
+		if peer, err := Compare(rank, seq, name, &fp, calls); err != nil && s.c.Healthy() {
+			s.c.Mismatch(seq, name, peer, err)
+		} else if l, ok := s.c.(LateReporter); ok && err == nil {
+			l.Late(seq, name, Late(rank, calls))
+		}
+		s.mu.Lock()
+	}
+	cur, _ := s.running()
+	if s.idle(cur) {
+		return
+	}
+	if cur == seq {
 		s.delay *= 2
 	}
-	s.timer.Reset(max(s.delay-time.Since(s.start), time.Millisecond))
+	s.timer.Reset(max(s.delay-time.Since(start), time.Millisecond))
 }
 
 // Compare returns an error matching errs.ErrMismatch, and the first rank

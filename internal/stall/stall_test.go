@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -67,5 +68,101 @@ func TestGroupSub(t *testing.T) {
 	a.Set(1, &rec)
 	if c := a.CallsOf(1); c[1] != "" {
 		t.Fatalf("CallsOf before any call = %q", c)
+	}
+}
+
+// fakeComm is a two-rank communicator whose peer called other for every
+// collective.
+type fakeComm struct {
+	other    string
+	mismatch chan uint64
+}
+
+func (f *fakeComm) Rank() int     { return 0 }
+func (f *fakeComm) Healthy() bool { return true }
+func (f *fakeComm) CallsOf(seq uint64) []string {
+	return []string{"", f.other}
+}
+func (f *fakeComm) Mismatch(seq uint64, name string, peer int, err error) {
+	if peer == 1 && errors.Is(err, errs.ErrMismatch) {
+		select {
+		case f.mismatch <- seq:
+		default:
+		}
+	}
+}
+
+// TestCheckFinds: a collective that stays running is checked against the
+// peer's call and its mismatch reported, also right after a stream of
+// collectives that came and went while the timer lapsed and re-armed
+// (Begin takes no lock, so an arm lost between the two would hang here).
+func TestCheckFinds(t *testing.T) {
+	defer func(f time.Duration) { First = f }(First)
+	First = 50 * time.Microsecond
+	good := wire.Fingerprint{Coll: sched.AllReduce, Count: 4}
+	bad := wire.Fingerprint{Coll: sched.Broadcast, Count: 4}
+	other := (&trace.Entry{Name: "AllReduce", FP: good}).Call()
+	f := &fakeComm{other: other, mismatch: make(chan uint64, 1)}
+	var rec trace.Recorder
+	var s Check
+	s.Init(f, &rec)
+	defer s.Stop()
+	seq := uint64(0)
+	for round := range 20 {
+		for range 200 * round {
+			seq++
+			good.Seq = seq
+			rec.Begin("AllReduce", &good, time.Now())
+			s.Begin(seq, time.Now())
+			s.End()
+		}
+		seq++
+		bad.Seq = seq
+		rec.Begin("Broadcast", &bad, time.Now())
+		s.Begin(seq, time.Now())
+		select {
+		case got := <-f.mismatch:
+			if got != seq {
+				t.Fatalf("mismatch reported for #%d, want #%d", got, seq)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: no mismatch reported for #%d", round, seq)
+		}
+		s.End()
+	}
+}
+
+// TestCheckBeginWhileLapsing: a collective that begins while the timer,
+// finding none running, is about to lapse (Begin sees it armed and does
+// not arm it) is still checked.
+func TestCheckBeginWhileLapsing(t *testing.T) {
+	defer func(f time.Duration) { First = f }(First)
+	First = 50 * time.Microsecond
+	bad := wire.Fingerprint{Seq: 2, Coll: sched.Broadcast, Count: 4}
+	good := wire.Fingerprint{Seq: 1, Coll: sched.AllReduce, Count: 4}
+	f := &fakeComm{other: (&trace.Entry{Name: "AllReduce", FP: good}).Call(), mismatch: make(chan uint64, 1)}
+	var rec trace.Recorder
+	var s Check
+	s.Init(f, &rec)
+	defer s.Stop()
+	began := make(chan struct{})
+	testBeforeLapse = func() {
+		testBeforeLapse = nil
+		rec.Begin("Broadcast", &bad, time.Now())
+		s.Begin(bad.Seq, time.Now())
+		close(began)
+	}
+	defer func() { testBeforeLapse = nil }()
+	rec.Begin("AllReduce", &good, time.Now())
+	s.Begin(good.Seq, time.Now())
+	s.End()
+	<-began
+	select {
+	case got := <-f.mismatch:
+		if got != bad.Seq {
+			t.Fatalf("mismatch reported for #%d, want #%d", got, bad.Seq)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no mismatch reported for a collective begun as the timer lapsed")
 	}
 }

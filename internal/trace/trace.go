@@ -85,7 +85,14 @@ type Recorder struct {
 // from time.Now or a Clock), which End measures the operation against.
 func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	slot := r.put(name, fp, start)
+	r.mu.Unlock()
+	return slot
+}
+
+// put records operation fp.Seq as running from start, under r.mu, and
+// returns its slot.
+func (r *Recorder) put(name string, fp *wire.Fingerprint, start time.Time) int {
 	slot := r.next % Size
 	r.ring[slot] = Entry{Seq: fp.Seq, Name: name, FP: *fp, State: Running, Start: start}
 	r.next++
@@ -100,19 +107,19 @@ func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int
 
 // BeginP2P is Begin for a Send or Recv with peer.
 func (r *Recorder) BeginP2P(name string, fp *wire.Fingerprint, peer int, start time.Time) int {
-	slot := r.Begin(name, fp, start)
 	r.mu.Lock()
+	slot := r.put(name, fp, start)
 	r.ring[slot].Peer = peer
 	r.mu.Unlock()
 	return slot
 }
 
-// Started sets the start of the operation in slot, begun with a zero
-// start: an operation that usually completes within microseconds (a small
-// collective) records when it started only once it has waited longer.
-func (r *Recorder) Started(slot int, start time.Time) {
+// Record records an operation that ended, at end, before it was begun:
+// a small collective that completed without waiting is recorded once, in
+// one lock section, with its start taken as its end.
+func (r *Recorder) Record(name string, fp *wire.Fingerprint, end time.Time, err error) {
 	r.mu.Lock()
-	r.ring[slot].Start = start
+	r.end(&r.ring[r.put(name, fp, end)], end, err)
 	r.mu.Unlock()
 }
 
@@ -138,16 +145,11 @@ func (r *Recorder) End(slot int, err error) {
 	r.end(e, e.Start.Add(time.Since(e.Start)), err)
 }
 
-// EndAt records how the operation in slot ended, and when; an operation
-// begun with a zero start (see Started) is recorded as starting then too.
+// EndAt records how the operation in slot ended, and when.
 func (r *Recorder) EndAt(slot int, err error, end time.Time) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := &r.ring[slot]
-	if e.Start.IsZero() {
-		e.Start = end
-	}
-	r.end(e, end, err)
+	r.end(&r.ring[slot], end, err)
+	r.mu.Unlock()
 }
 
 func (r *Recorder) end(e *Entry, end time.Time, err error) {
@@ -204,6 +206,20 @@ func (r *Recorder) CallOf(seq uint64) (string, bool) {
 	return "", false
 }
 
+// Find returns the name and fingerprint recorded for collective seq, if
+// it is still in the ring.
+func (r *Recorder) Find(seq uint64) (string, wire.Fingerprint, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(r.next, Size)
+	for i := r.next - 1; i >= r.next-n; i-- {
+		if e := &r.ring[i%Size]; e.FP.Coll != wire.CollSendRecv && e.Seq == seq {
+			return e.Name, e.FP, true
+		}
+	}
+	return "", wire.Fingerprint{}, false
+}
+
 // Snapshot summarizes the recorder's collectives: the last entered and
 // completed, and the state of the last (while it is still in the ring).
 func (r *Recorder) Snapshot() Snapshot {
@@ -217,7 +233,7 @@ func (r *Recorder) Snapshot() Snapshot {
 		if e.State != Running {
 			since = e.End
 		}
-		if !since.IsZero() { // zero: begun without a start, microseconds ago
+		if !since.IsZero() {
 			s.ForMS = time.Since(since).Milliseconds()
 		}
 	}

@@ -95,3 +95,28 @@ func TestRecorderP2P(t *testing.T) {
 		t.Errorf("Entries = %+v", es)
 	}
 }
+
+// TestRecorderRecord: an operation recorded at its end is entered and
+// completed (or failed) like one begun and ended, and is found by CallOf.
+func TestRecorderRecord(t *testing.T) {
+	var r Recorder
+	at := NewClock().Now()
+	fp := wire.Fingerprint{Seq: 1, Coll: sched.AllReduce, DType: reduce.Float32, Op: reduce.Sum, Count: 2}
+	r.Record("AllReduce", &fp, at, nil)
+	fp2 := fp
+	fp2.Seq = 2
+	r.Record("AllReduce", &fp2, at, errors.New("boom"))
+	es := r.Entries()
+	if len(es) != 2 || es[0].State != Done || es[1].State != Failed || es[1].Err != "boom" {
+		t.Fatalf("entries %+v", es)
+	}
+	if !es[0].Start.Equal(at) || !es[0].End.Equal(at) {
+		t.Errorf("start %v end %v, want both %v", es[0].Start, es[0].End, at)
+	}
+	if s := r.Snapshot(); s.Entered != 2 || s.Completed != 1 || s.State != "failed" {
+		t.Errorf("snapshot %+v", s)
+	}
+	if call, ok := r.CallOf(1); !ok || !strings.HasPrefix(call, "AllReduce(") {
+		t.Errorf("CallOf(1) = %q, %v", call, ok)
+	}
+}
