@@ -153,9 +153,11 @@ type options struct {
 	log       *slog.Logger
 	// checkResults compares results across ranks (HCOMM_CHECK_RESULTS).
 	checkResults bool
-	dumpSignal   string
-	zeroCopy     int // the least bytes for the zero-copy path on registered memory; <= 0: off
-	observer     *Observer
+	// noSlots keeps small collectives off the shm slots (HCOMM_SHM_SLOTS=0).
+	noSlots    bool
+	dumpSignal string
+	zeroCopy   int // the least bytes for the zero-copy path on registered memory; <= 0: off
+	observer   *Observer
 	// pollCPUs are the CPUs the executor's workers are pinned to
 	// (HCOMM_CPU_AFFINITY), nil for none.
 	pollCPUs []int
@@ -267,6 +269,7 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 		o.chunk = exec.DefaultChunkBytes
 	}
 	o.checkResults = v.CheckResults
+	o.noSlots = v.NoShmSlots
 	o.zeroCopy = v.ZeroCopy
 	o.dumpSignal = v.DumpSignal
 	o.observer = c.Observer

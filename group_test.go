@@ -115,3 +115,15 @@ func BenchmarkGroupCallPath(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
+
+// TestGroupPathOff: HCOMM_SHM_SLOTS=0 keeps every collective on its
+// schedule.
+func TestGroupPathOff(t *testing.T) {
+	t.Setenv("HCOMM_SHM_SLOTS", "0")
+	c, _ := groupComm(t, nil)
+	for _, k := range []call{{coll: sched.AllReduce, count: 2, dt: reduce.Uint8}, {coll: sched.Barrier, dt: reduce.Uint8}} {
+		if c.groupFits(&k) {
+			t.Errorf("with HCOMM_SHM_SLOTS=0 a %v fits the group path", k.coll)
+		}
+	}
+}

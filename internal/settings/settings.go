@@ -86,6 +86,7 @@ type Values struct {
 	SocketIfname   string
 	Hostname       string
 	ShmCMA         int           // 0: off
+	NoShmSlots     bool          // HCOMM_SHM_SLOTS=0: small collectives keep their schedules
 	ZeroCopy       int           // 0: off
 	Yield          int           // 1 on, -1 off, 0 auto
 	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
@@ -381,6 +382,16 @@ var Table = []Var{
 				return "0"
 			}
 			return v.TCPDead.String()
+		}},
+	{Name: "HCOMM_SHM_SLOTS", Type: "bool", Default: "1",
+		Doc: "0: small collectives of ranks all on one host run their schedules over the shared-memory rings instead of the segment's slots; the same on every rank",
+		parse: func(v *Values, s string) error {
+			b, err := ParseBool(s)
+			v.NoShmSlots = !b
+			return err
+		},
+		show: func(v *Values) string {
+			return fmt.Sprint(!v.NoShmSlots)
 		}},
 	{Name: "HCOMM_CHECKSUM", Type: "bool", Default: "0", Field: "Checksum",
 		Doc:   "1: CRC32C on every TCP data frame",
