@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // Commands rank 0 sends to the echo role of a benchmark child.
@@ -160,4 +164,69 @@ func BenchmarkStream(b *testing.B) {
 // of one process.
 func BenchmarkGoroutinePingPong(b *testing.B) {
 	benchPair(b, "default", true, pingPong)
+}
+
+// BenchmarkGroupGoroutines measures small group calls between two
+// transports of one process, each driven by its own goroutine: the
+// transport's part of a small collective, without the root package's
+// call path.
+func BenchmarkGroupGoroutines(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		coll sched.Coll
+		size int
+	}{
+		{"Barrier", sched.Barrier, 0},
+		{"AllReduce8B", sched.AllReduce, 8},
+		{"Broadcast8B", sched.Broadcast, 8},
+		{"AllGather8B", sched.AllGather, 8},
+		{"AllToAll8B", sched.AllToAll, 8},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			trs := newLocalGroup(b, 2, "default")
+			ctx := context.Background()
+			bufs := func() ([]byte, []byte) {
+				switch tc.coll {
+				case sched.AllGather:
+					return make([]byte, tc.size), make([]byte, 2*tc.size)
+				case sched.Broadcast:
+					return nil, make([]byte, tc.size)
+				}
+				return make([]byte, tc.size), make([]byte, tc.size)
+			}
+			fpOf := func(s uint64) wire.Fingerprint {
+				dt := reduce.Uint8
+				if tc.coll == sched.AllReduce {
+					dt = reduce.Float32
+				}
+				return wire.Fingerprint{Seq: s, Coll: tc.coll, DType: dt, Op: reduce.Sum, Count: int64(tc.size)}
+			}
+			n := b.N
+			done := make(chan error, 1)
+			go func() {
+				in, out := bufs()
+				a := &arm{ctx: ctx}
+				for s := range n {
+					fp := fpOf(uint64(s + 1))
+					if err := trs[1].GroupRun(a, &fp, in, out); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			in, out := bufs()
+			a := &arm{ctx: ctx}
+			b.ReportAllocs()
+			for s := range n {
+				fp := fpOf(uint64(s + 1))
+				if err := trs[0].GroupRun(a, &fp, in, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }
