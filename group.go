@@ -76,7 +76,8 @@ func (c *Comm) groupFits(k *call) bool {
 	if blocks == 0 {
 		return false
 	}
-	return k.count <= c.grp.max/(k.dt.Size()*blocks)
+	// count <= max first, so that the product cannot overflow.
+	return k.count <= c.grp.max && k.count*k.dt.Size()*blocks <= c.grp.max
 }
 
 // groupArm arms a group call's deadline and stall check when the transport

@@ -11,6 +11,7 @@ package argcheck
 import (
 	"hash/fnv"
 	"math"
+	"math/bits"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -306,11 +307,13 @@ func (c checker) allToAllV(a *Args, k *Call) error {
 	return nil
 }
 
+// elems returns the elements of es bytes in b. Element sizes are powers
+// of two: a mask and a shift, not a division, on every call.
 func elems(name string, b []byte, es int) (int, error) {
-	if len(b)%es != 0 {
+	if es <= 0 || es&(es-1) != 0 || len(b)&(es-1) != 0 {
 		return 0, errs.Invalid("len(%s) = %d bytes, not a multiple of the element size %d", name, len(b), es)
 	}
-	return len(b) / es, nil
+	return len(b) >> bits.TrailingZeros(uint(es)), nil
 }
 
 func (c checker) counts(name string, counts []int) (total int, err error) {
