@@ -81,6 +81,9 @@ type Check struct {
 	checked uint64        // the collective the last check looked at
 	delay   time.Duration // that collective's next check is due at start+delay
 	timer   *time.Timer
+	// beforeLapse, set by tests, runs as the timer is about to lapse for
+	// want of a collective.
+	beforeLapse func()
 }
 
 // Init names the communicator the check watches and its flight recorder.
@@ -145,8 +148,8 @@ func (s *Check) idle(seq uint64) bool {
 	if !s.stopped && seq != 0 && s.c.Healthy() {
 		return false
 	}
-	if testBeforeLapse != nil && seq == 0 {
-		testBeforeLapse()
+	if s.beforeLapse != nil && seq == 0 {
+		s.beforeLapse()
 	}
 	s.armed.Store(false)
 	if s.stopped || seq != 0 || s.seq.Load() == 0 {
@@ -156,10 +159,6 @@ func (s *Check) idle(seq uint64) bool {
 	s.timer.Reset(First)
 	return true
 }
-
-// testBeforeLapse, set by tests, runs as the timer is about to lapse
-// for want of a collective.
-var testBeforeLapse func()
 
 // fire runs when the timer fires: it checks the collective running if
 // its check is due, and re-arms for the next one due.

@@ -146,13 +146,12 @@ func TestCheckBeginWhileLapsing(t *testing.T) {
 	s.Init(f, &rec)
 	defer s.Stop()
 	began := make(chan struct{})
-	testBeforeLapse = func() {
-		testBeforeLapse = nil
+	s.beforeLapse = func() {
+		s.beforeLapse = nil
 		rec.Begin("Broadcast", &bad, time.Now())
 		s.Begin(bad.Seq, time.Now())
 		close(began)
 	}
-	defer func() { testBeforeLapse = nil }()
 	rec.Begin("AllReduce", &good, time.Now())
 	s.Begin(good.Seq, time.Now())
 	s.End()
