@@ -122,10 +122,16 @@ func launcher(t *testing.T) string {
 			return
 		}
 		launcherPath = filepath.Join(dir, "hcomm")
+		start := time.Now()
 		out, err := exec.Command("go", "build", "-o", launcherPath, "./cmd/hcomm").CombinedOutput()
 		if err != nil {
 			launcherErr = fmt.Errorf("go build ./cmd/hcomm: %v\n%s", err, out)
 		}
+		// The first test to need the launcher pays for its build: say so,
+		// or that test looks several seconds slower than its twins (the
+		// shm case of the first scenario once looked like a slow job end
+		// after an Abort).
+		t.Logf("built the launcher in %v (once per test binary; this test's time includes it)", time.Since(start).Round(time.Millisecond))
 	})
 	if launcherErr != nil {
 		t.Fatal(launcherErr)
