@@ -170,7 +170,7 @@ func readJob(cfg *Config, v settings.Values, set options) (boot.JobConfig, error
 	o.Transport, o.NSocks, o.ChunkBytes = v.Transport, v.NSocks, set.chunk
 	o.Yield, o.TCPPoll, o.Checksum, o.Logger = v.Yield, v.TCPPoll, v.Checksum, set.log
 	o.KeepProcs = v.ProcsSet
-	o.PathWeights, o.TCPDead = v.PathWeights, v.TCPDead
+	o.PathWeights, o.TCPDead, o.PathStall = v.PathWeights, v.TCPDead, v.PathStall
 	// Single-copy shared memory (process_vm_readv) is off by default: on
 	// the machines measured so far the two-copy ring, with both cores
 	// copying, moves large messages about twice as fast.

@@ -90,6 +90,8 @@ func TestRankProcess(t *testing.T) {
 		rankPaths(t, c)
 	case "pathsdown":
 		rankPathsDown(t, c)
+	case "pathsfail":
+		rankPathsFail(t, c)
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

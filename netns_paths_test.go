@@ -249,3 +249,127 @@ func TestMultiPathAllDown(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// rankPathsFail runs checked AllReduces between 2 ranks on 2 hosts; after
+// the fourth, rank 0 creates the file HCOMM_TEST_MARK and the test breaks
+// eth1's path (link down, or shaped to a trickle). The loop goes on,
+// every result checked, until both ranks have retired the path (each
+// AllReduce also sums whether each rank has), then three more.
+func rankPathsFail(t *testing.T, c *Comm) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const count = 256 << 10 // 1 MiB: stripes over both paths
+	buf := make([]float32, count+1)
+	peer := 1 - c.Rank()
+	retired := func() bool {
+		for _, s := range tcpOf(t, c, peer).Paths() {
+			if s.Retired {
+				if !strings.Contains(s.Local+s.Remote, netnsSubnet2+".") {
+					t.Fatalf("rank %d retired the wrong path: %v", c.Rank(), s)
+				}
+				return true
+			}
+		}
+		return false
+	}
+	after := -1
+	for i := 0; ; i++ {
+		for j := range count {
+			buf[j] = float32((c.Rank()+1)*(i%7+1) + j%5)
+		}
+		buf[count] = 0
+		if retired() {
+			buf[count] = 1
+		}
+		if err := AllReduce(ctx, c, buf, buf, Sum); err != nil {
+			t.Fatalf("AllReduce %d: %v", i, err)
+		}
+		for j := range count {
+			if want := float32(3*(i%7+1) + 2*(j%5)); buf[j] != want {
+				t.Fatalf("AllReduce %d: element %d is %v, want %v", i, j, buf[j], want)
+			}
+		}
+		if i == 3 && c.Rank() == 0 {
+			if err := os.WriteFile(os.Getenv("HCOMM_TEST_MARK"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if after < 0 && buf[count] == 2 {
+			after = i
+			t.Logf("rank %d: both ranks retired the path by AllReduce %d", c.Rank(), i)
+		}
+		if after >= 0 && i >= after+3 {
+			break
+		}
+	}
+	for _, s := range tcpOf(t, c, peer).Paths() {
+		t.Logf("rank %d: %v", c.Rank(), s)
+	}
+}
+
+// TestMultiPathFailover: 2 hosts × 1 rank over two links (the store on a
+// third); in the middle of a loop of checked AllReduces, one link stops:
+// host 1's eth1 goes down, or every host's eth1 is shaped to 1 kbit/s (a
+// path that takes data but hardly delivers). The stripes on it go again
+// on eth0, both ranks retire the path, and the loop goes on with the right
+// results and no error.
+func TestMultiPathFailover(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("child")
+	}
+	for _, tt := range []struct {
+		name  string
+		fault func(cl *cluster) error
+	}{
+		{"down", func(cl *cluster) error {
+			return exec.Command("ip", "-n", cl.hosts[1], "link", "set", "eth1", "down").Run()
+		}},
+		{"blackhole", func(cl *cluster) error {
+			for _, ns := range cl.hosts {
+				out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth1",
+					"root", "tbf", "rate", "1kbit", "burst", "1600", "latency", "50ms").CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("tc: %v\n%s", err, out)
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := newTwoLinkCluster(t, 2, [2]string{"", ""})
+			cl.addLink("mgmt0", "br2", "192.168.81", "")
+			dir := t.TempDir()
+			rsh := nsRsh(t, dir)
+			mark := filepath.Join(dir, "mark")
+			flags := []string{"-n", "2", "--hosts", fmt.Sprintf("%s:1,%s:1", cl.hosts[0], cl.hosts[1]),
+				"--rsh", rsh, "--store-addr", "192.168.81.10:0", "--tag-output", "--timeout", "4m",
+				"-x", childEnv, "-x", "HCOMM_SOCKET_IFNAME=eth", "-x", "HCOMM_TEST_MARK=" + mark}
+			done := make(chan error, 1)
+			go func() {
+				// Wait for the job to reach its loop, then break the link.
+				for {
+					if _, err := os.Stat(mark); err == nil {
+						break
+					}
+					select {
+					case <-time.After(20 * time.Millisecond):
+					case <-t.Context().Done():
+						done <- nil
+						return
+					}
+				}
+				done <- tt.fault(cl)
+			}()
+			start := time.Now()
+			out, err := launch(t, flags, []string{"ip", "netns", "exec", cl.hosts[0]}, "pathsfail",
+				"HCOMM_TEST_MARK="+mark)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("2 ranks, one path broken mid-loop: %v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}

@@ -49,10 +49,12 @@ type Options struct {
 	ChunkBytes int
 	// Checksum adds a CRC32C to every TCP data frame (HCOMM_CHECKSUM).
 	Checksum bool
-	// PathWeights and TCPDead are tcp.Config.Weights and DeadAfter
-	// (HCOMM_PATH_WEIGHTS, HCOMM_TCP_DEAD).
+	// PathWeights, TCPDead and PathStall are tcp.Config.Weights,
+	// DeadAfter and StallAfter (HCOMM_PATH_WEIGHTS, HCOMM_TCP_DEAD,
+	// HCOMM_PATH_STALL).
 	PathWeights string
 	TCPDead     time.Duration
+	PathStall   time.Duration
 	// CMAThreshold is the message size from which shared memory uses a
 	// single-copy process_vm_readv; <= 0 disables it.
 	CMAThreshold int
@@ -309,7 +311,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
 			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger, LinkRate: LinkRate,
-			Weights: o.PathWeights, DeadAfter: o.TCPDead,
+			Weights: o.PathWeights, DeadAfter: o.TCPDead, StallAfter: o.PathStall,
 			PollFor: pollFor(o.TCPPoll, oversub), Yield: oversub})
 		if err != nil {
 			return fail(err)

@@ -93,6 +93,7 @@ type Values struct {
 	Checksum       bool
 	PathWeights    string        // "" (measured), "speed" or "equal"
 	TCPDead        time.Duration // 0: the transport's default, < 0: the system's
+	PathStall      time.Duration // 0: the transport's default, < 0: never retire a path
 	CheckResults   bool
 	Insecure       bool   // join without a secret token even where strangers can reach the job
 	DumpSignal     string // "", "USR1" or "USR2"
@@ -392,6 +393,31 @@ var Table = []Var{
 		},
 		show: func(v *Values) string {
 			return fmt.Sprint(!v.NoShmSlots)
+		}},
+	{Name: "HCOMM_PATH_STALL", Type: "duration", Default: "1s",
+		Doc: "a network path whose stripe gets no acknowledgement for this long is retired and its stripes sent again on the pair's first path; 0 = never",
+		parse: func(v *Values, s string) error {
+			d, err := ParseDuration(s)
+			if err != nil {
+				return err
+			}
+			if d < 0 || d > 0 && d < 10*time.Millisecond {
+				return fmt.Errorf("%v: want 0 or at least 10ms", d)
+			}
+			v.PathStall = d
+			if d == 0 {
+				v.PathStall = -1
+			}
+			return nil
+		},
+		show: func(v *Values) string {
+			switch {
+			case v.PathStall == 0:
+				return "1s"
+			case v.PathStall < 0:
+				return "0"
+			}
+			return v.PathStall.String()
 		}},
 	{Name: "HCOMM_CHECKSUM", Type: "bool", Default: "0", Field: "Checksum",
 		Doc:   "1: CRC32C on every TCP data frame",

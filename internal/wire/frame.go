@@ -16,6 +16,13 @@ const (
 	// FrameAbort tells the receiver that the sender aborted: the header is
 	// followed by Len bytes of UTF-8 text saying why.
 	FrameAbort FrameType = 2
+	// FrameStripe carries a stripe of a message other than its first,
+	// placed by Offset: the header is followed by Len bytes of payload for
+	// bytes [Offset, Offset+Len) of the message. With Paths not zero it is
+	// a repair: it travels on another path than the stripes it replaces,
+	// those of the same message on the paths Paths names, which the
+	// sender has stopped using.
+	FrameStripe FrameType = 3
 )
 
 func (t FrameType) String() string {
@@ -24,6 +31,8 @@ func (t FrameType) String() string {
 		return "data"
 	case FrameAbort:
 		return "abort"
+	case FrameStripe:
+		return "stripe"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -38,19 +47,22 @@ const MaxAbortReason = 1024
 // FrameHeader precedes every frame on a data connection.
 //
 // A message may be striped over several connections; each stripe travels as
-// a data frame of its own whose Total is the length of the whole message, so
-// the receiver can check each stripe against the message it expects before
-// reading a byte of payload into its buffer.
+// a frame of its own: the first as a data frame whose Total is the length of
+// the whole message, the others as stripe frames placed by their Offset,
+// each with the message's fingerprint, so the receiver can check each
+// stripe against the message it expects before reading a byte of payload
+// into its buffer.
 //
 // Encoded layout:
 //
 //	[0]     Type
 //	[1]     Flags
-//	[2:4]   Paths (data frames); zero otherwise
+//	[2:4]   Paths (data and stripe frames); zero otherwise
 //	[4:8]   Checksum
 //	[8:16]  Len
-//	[16:24] Total (data frames); the lost rank (abort frames with FlagLost)
-//	[24:48] Fingerprint (data frames; zero in abort frames)
+//	[16:24] Total (data frames); Offset (stripe frames); the lost rank
+//	        (abort frames with FlagLost)
+//	[24:48] Fingerprint (data and stripe frames; zero in abort frames)
 type FrameHeader struct {
 	Type FrameType
 	// Flags is zero or, on a data frame, FlagCRC32C, on an abort frame,
@@ -58,7 +70,8 @@ type FrameHeader struct {
 	Flags uint8
 	// Paths is, on the first stripe of a message striped over several
 	// network paths (Len < Total), the set of paths whose connections carry
-	// its other stripes, one bit per path; zero on other frames.
+	// its other stripes, one bit per path; on a repair (a stripe frame),
+	// the paths whose stripes it replaces; zero on other frames.
 	Paths uint16
 	// Checksum is the CRC32C (Castagnoli) of the frame's payload when Flags
 	// has FlagCRC32C, and zero otherwise.
@@ -68,7 +81,12 @@ type FrameHeader struct {
 	// Total is, for a data frame, the length of the whole message this
 	// frame is a stripe of (Len <= Total). For an abort frame it is zero,
 	// or with FlagLost the rank whose loss caused the abort (below 2^32).
-	Total       uint64
+	// Zero for a stripe frame, whose receiver knows the total from the
+	// message's first stripe.
+	Total uint64
+	// Offset is, for a stripe frame, where its payload goes in the message
+	// (Offset+Len does not overflow); zero otherwise.
+	Offset      uint64
 	Fingerprint Fingerprint
 }
 
@@ -80,11 +98,15 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 	le.PutUint16(b[2:4], h.Paths)
 	le.PutUint32(b[4:8], h.Checksum)
 	le.PutUint64(b[8:16], h.Len)
-	le.PutUint64(b[16:24], h.Total)
+	if h.Type == FrameStripe {
+		le.PutUint64(b[16:24], h.Offset)
+	} else {
+		le.PutUint64(b[16:24], h.Total)
+	}
 	h.Fingerprint.MarshalTo(b[24:])
 }
 
-// FlagCRC32C marks a data frame whose Checksum is the CRC32C of its payload.
+// FlagCRC32C marks a data or stripe frame whose Checksum is the CRC32C of its payload.
 const FlagCRC32C uint8 = 1
 
 // FlagLost marks an abort frame whose root cause is the loss of the rank
@@ -92,8 +114,9 @@ const FlagCRC32C uint8 = 1
 const FlagLost uint8 = 2
 
 // Unmarshal decodes h from the first FrameHeaderSize bytes of b and checks
-// that it is well formed: a known type, no flags but FlagCRC32C on data frames, zero reserved fields,
-// Len <= Total for data frames, and for abort frames a reason no longer than
+// that it is well formed: a known type, no flags but FlagCRC32C on data
+// and stripe frames, zero reserved fields, Len <= Total for data frames,
+// Offset+Len within 2^64 for stripe frames, and for abort frames a reason no longer than
 // MaxAbortReason with no fingerprint. It never trusts Len beyond that: the
 // caller compares it with what it is prepared to read.
 func (h *FrameHeader) Unmarshal(b []byte) error {
@@ -108,19 +131,30 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	d.Checksum = le.Uint32(b[4:8])
 	d.Len = le.Uint64(b[8:16])
 	d.Total = le.Uint64(b[16:24])
+	if d.Type == FrameStripe {
+		d.Offset, d.Total = d.Total, 0
+	}
+	isData := d.Type == FrameData || d.Type == FrameStripe
 	switch {
-	case d.Type == FrameData && d.Flags&^FlagCRC32C != 0,
+	case isData && d.Flags&^FlagCRC32C != 0,
 		d.Type == FrameAbort && d.Flags&^FlagLost != 0,
-		d.Type != FrameData && d.Type != FrameAbort && d.Flags != 0:
+		!isData && d.Type != FrameAbort && d.Flags != 0:
 		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
 	}
-	if d.Type != FrameData && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
+	if !isData && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
 		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
 	}
 	switch d.Type {
 	case FrameData:
 		if d.Len > d.Total {
 			return fmt.Errorf("wire: data frame of %d bytes claims to be part of a %d-byte message: %w", d.Len, d.Total, ErrMalformed)
+		}
+		if err := d.Fingerprint.Unmarshal(b[24:]); err != nil {
+			return err
+		}
+	case FrameStripe:
+		if d.Offset+d.Len < d.Offset {
+			return fmt.Errorf("wire: stripe of %d bytes at offset %d overflows: %w", d.Len, d.Offset, ErrMalformed)
 		}
 		if err := d.Fingerprint.Unmarshal(b[24:]); err != nil {
 			return err

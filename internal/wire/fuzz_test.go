@@ -14,6 +14,7 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 	seed(validDataHeader())
 	seed(FrameHeader{Type: FrameData, Len: 1 << 40, Total: 1 << 40})
 	f.Add(AppendAbortFrame(nil, "stop"))
+	seed(FrameHeader{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 7, Paths: 2, Len: 5, Offset: 1 << 20})
 	f.Add([]byte("HCOM"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h FrameHeader
@@ -22,6 +23,9 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		}
 		if h.Type == FrameData && h.Len > h.Total {
 			t.Fatalf("accepted a stripe longer than its message: %+v", h)
+		}
+		if h.Type == FrameStripe && (h.Offset+h.Len < h.Offset || h.Total != 0) {
+			t.Fatalf("accepted a stripe past 2^64 or with a total: %+v", h)
 		}
 		if h.Type == FrameAbort && h.Len > MaxAbortReason {
 			t.Fatalf("accepted an overlong abort reason: %+v", h)

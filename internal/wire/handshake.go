@@ -12,8 +12,10 @@ const HandshakeMagic = "HCOM"
 
 // HandshakeVersion is the version of the handshake and frame formats this
 // package speaks. Version 2 replaced the token carried in the clear by a
-// challenge-response.
-const HandshakeVersion = 2
+// challenge-response; version 3 placed the stripes of a message after the
+// first by their offset (FrameStripe), so a stripe can be resent on another
+// path.
+const HandshakeVersion = 3
 
 // TokenSize is the size of the job token in bytes.
 const TokenSize = 32

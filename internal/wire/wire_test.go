@@ -60,6 +60,8 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		{Type: FrameData, Len: 1 << 40, Total: 1 << 41},
 		{Type: FrameData, Paths: 0x8005, Len: 7, Total: 9},
 		{Type: FrameAbort, Len: MaxAbortReason},
+		{Type: FrameStripe, Len: 7, Offset: 1 << 40, Fingerprint: Fingerprint{Seq: 3}},
+		{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 9, Paths: 2, Len: 1, Offset: 1<<64 - 2},
 	} {
 		var b [FrameHeaderSize]byte
 		h.MarshalTo(b[:])
@@ -86,7 +88,16 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"empty", func() []byte { return nil }},
 		{"short", func() []byte { return encode(validDataHeader())[:FrameHeaderSize-1] }},
 		{"type 0", func() []byte { h := validDataHeader(); h.Type = 0; return encode(h) }},
-		{"type 3", func() []byte { h := validDataHeader(); h.Type = 3; return encode(h) }},
+		{"type 4", func() []byte { h := validDataHeader(); h.Type = 4; return encode(h) }},
+		{"stripe past 2^64", func() []byte {
+			return encode(FrameHeader{Type: FrameStripe, Len: 2, Offset: 1<<64 - 1})
+		}},
+		{"lost flag on stripe", func() []byte { return encode(FrameHeader{Type: FrameStripe, Flags: FlagLost}) }},
+		{"stripe fingerprint reserved", func() []byte {
+			b := encode(FrameHeader{Type: FrameStripe, Len: 1})
+			b[FrameHeaderSize-1] = 1
+			return b
+		}},
 		{"unknown flag", func() []byte { h := validDataHeader(); h.Flags = 4; return encode(h) }},
 		{"lost flag on data", func() []byte { h := validDataHeader(); h.Flags = FlagLost; return encode(h) }},
 		{"lost rank beyond 2^32", func() []byte {
@@ -259,7 +270,8 @@ func TestHandshakeUnmarshalRejects(t *testing.T) {
 		{"magic", func() []byte { b := encode(func(*Handshake) {}); b[0] = 'X'; return b }()},
 		{"version 0", encode(func(h *Handshake) { h.Version = 0 })},
 		{"version 1", encode(func(h *Handshake) { h.Version = 1 })},
-		{"version 3", encode(func(h *Handshake) { h.Version = 3 })},
+		{"version 2", encode(func(h *Handshake) { h.Version = 2 })},
+		{"version 4", encode(func(h *Handshake) { h.Version = 4 })},
 		{"rank out of range", encode(func(h *Handshake) { h.Rank = 4 })},
 		{"target out of range", encode(func(h *Handshake) { h.Target = 9 })},
 		{"empty world", encode(func(h *Handshake) { h.Size, h.Rank, h.Target = 0, 0, 0 })},

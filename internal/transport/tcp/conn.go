@@ -41,6 +41,9 @@ type conn struct {
 
 	rmu      sync.Mutex
 	rhdr     [wire.FrameHeaderSize]byte
+	rhn      int              // bytes of rhdr read by an interrupted watchHeader
+	peek     wire.FrameHeader // a header put back by unread
+	peeked   bool
 	draining bool // the rank aborted; drain owns the reading side
 
 	// Polled reads (see readPolled); raw is nil when they are off.
@@ -88,12 +91,22 @@ func checkCRC(peer int, h *wire.FrameHeader, payload []byte) error {
 // vectored write, without copying part. It reports how many bytes went out.
 // paths is wire.FrameHeader.Paths.
 func (c *conn) writeFrame(fp *wire.Fingerprint, total uint64, part []byte, paths uint16) (int64, error) {
+	return c.write(&wire.FrameHeader{Type: wire.FrameData, Paths: paths, Len: uint64(len(part)), Total: total, Fingerprint: *fp}, part)
+}
+
+// writeStripe writes a stripe frame carrying part, bytes [off,
+// off+len(part)) of a message, as writeFrame does; repairs, not zero, names
+// the paths whose stripes it replaces.
+func (c *conn) writeStripe(fp *wire.Fingerprint, off uint64, part []byte, repairs uint16) (int64, error) {
+	return c.write(&wire.FrameHeader{Type: wire.FrameStripe, Paths: repairs, Len: uint64(len(part)), Offset: off, Fingerprint: *fp}, part)
+}
+
+func (c *conn) write(h *wire.FrameHeader, part []byte) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.wbroken || c.wclosed {
 		return 0, net.ErrClosed
 	}
-	h := wire.FrameHeader{Type: wire.FrameData, Paths: paths, Len: uint64(len(part)), Total: total, Fingerprint: *fp}
 	if c.crc {
 		h.Flags, h.Checksum = wire.FlagCRC32C, crc32.Checksum(part, castagnoli)
 	}
@@ -109,6 +122,15 @@ func (c *conn) writeFrame(fp *wire.Fingerprint, total uint64, part []byte, paths
 		c.wbroken = true
 	}
 	return n, err
+}
+
+// retireWrite marks the connection's sending side out of use: the frame in
+// progress, if any, is interrupted and nothing more is written.
+func (c *conn) retireWrite() {
+	c.nc.SetWriteDeadline(aLongTimeAgo)
+	c.wmu.Lock()
+	c.wbroken = true
+	c.wmu.Unlock()
 }
 
 // writeAbort writes an abort frame with a short deadline unless a frame was
@@ -171,24 +193,59 @@ func (c *conn) readPolled(b []byte) (int, error) {
 
 // readHeader reads and decodes the next frame header; the caller holds rmu.
 // n counts the header bytes read, so the caller can tell a clean
-// interruption (none) from a broken stream.
+// interruption (none) from a broken stream. A header whose read was
+// interrupted part way (see watchHeader) is completed, and one put back by
+// unread is returned first.
 // poll asks for a polled read (readPolled) of the header.
 func (c *conn) readHeader(peer int, poll bool) (h wire.FrameHeader, n int, err error) {
 	if c.draining {
 		return h, 0, net.ErrClosed
 	}
+	if c.peeked {
+		c.peeked = false
+		return c.peek, wire.FrameHeaderSize, nil
+	}
 	if poll {
-		n, err = c.readPolled(c.rhdr[:])
+		n, err = c.readPolled(c.rhdr[c.rhn:])
 	} else {
-		n, err = io.ReadFull(c.nc, c.rhdr[:])
+		n, err = io.ReadFull(c.nc, c.rhdr[c.rhn:])
 	}
 	if err != nil {
 		return h, n, err
 	}
+	c.rhn = 0
 	if err := h.Unmarshal(c.rhdr[:]); err != nil {
 		return h, n, fmt.Errorf("rank %d sent a bad frame on connection %d: %v: %w", peer, c.idx, err, errProtocol)
 	}
 	return h, n, nil
+}
+
+// watchHeader reads the next frame header like readHeader, but keeps the
+// bytes of a header whose read is interrupted, so that a later read
+// completes it: the stream stays in step.
+func (c *conn) watchHeader(peer int) (h wire.FrameHeader, err error) {
+	if c.draining {
+		return h, net.ErrClosed
+	}
+	if c.peeked {
+		c.peeked = false
+		return c.peek, nil
+	}
+	n, err := io.ReadFull(c.nc, c.rhdr[c.rhn:])
+	if err != nil {
+		c.rhn += n
+		return h, err
+	}
+	c.rhn = 0
+	if err := h.Unmarshal(c.rhdr[:]); err != nil {
+		return h, fmt.Errorf("rank %d sent a bad frame on connection %d: %v: %w", peer, c.idx, err, errProtocol)
+	}
+	return h, nil
+}
+
+// unread puts back a header read by watchHeader, for the next readHeader.
+func (c *conn) unread(h *wire.FrameHeader) {
+	c.peek, c.peeked = *h, true
 }
 
 // abortError reads the reason of an abort frame whose header h was just
@@ -224,44 +281,46 @@ func (c *conn) readStripeHeader(peer int, fp *wire.Fingerprint, total uint64) (w
 		return h, n, err
 	case h.Type == wire.FrameAbort:
 		return h, n, c.abortError(peer, &h)
-	case h.Total != total || h.Fingerprint != *fp || h.Paths != 0:
-		return h, n, fmt.Errorf("rank %d sent a stripe on connection %d as %d of %d bytes of %v (paths %#x), but the first stripe announced %d bytes of %v: %w",
-			peer, c.idx, h.Len, h.Total, h.Fingerprint, h.Paths, total, *fp, errProtocol)
+	case h.Type != wire.FrameStripe || h.Fingerprint != *fp || h.Paths != 0 || h.Offset+h.Len > total:
+		return h, n, fmt.Errorf("rank %d sent a %s frame on connection %d as %d bytes at %d of %v (paths %#x), but the first stripe announced %d bytes of %v: %w",
+			peer, h.Type, c.idx, h.Len, h.Offset, h.Fingerprint, h.Paths, total, *fp, errProtocol)
 	}
 	return h, n, nil
 }
 
 // A worker moves the stripes of striped messages on one connection other
 // than connection 0, so all of a pair's connections move data at once.
-// Jobs are handed over unbuffered; a worker that took a job always answers:
-// a send job once, with the bytes written and the time it took; a receive
-// job twice, first with the stripe's header (its length, or an error that
-// ends the job), then, once it is sent the stripe's offset on offs (-1 to
-// give up), with the payload read.
+// Jobs are handed over unbuffered; a worker that took a job answers once on
+// done, the channel its peer's workers of that direction share: a send job
+// with the bytes written and the time it took, a receive job with where
+// its stripe went (each stripe frame says) and the bytes read.
 type worker struct {
-	c       *conn
-	jobs    chan job
-	offs    chan int64
-	done    chan result
-	pending bool // the receive job's second answer is still due
+	c    *conn
+	pr   *peer
+	jobs chan job
+	done chan<- result
 }
 
 type job struct {
 	recv  bool // receive a stripe (else send one)
+	watch bool // receive: the receiver watches connection 0 meanwhile (see Transport.Recv)
 	fp    wire.Fingerprint
 	total uint64
+	off   uint64 // send: where the stripe starts in its message
 	buf   []byte // the stripe to send, or the whole message's buffer
 }
 
 type result struct {
+	pos int           // the worker's connection
 	n   int64         // bytes moved, headers included
-	len uint64        // payload bytes (the stripe's length, for a header)
+	off uint64        // where the stripe received starts
+	len uint64        // payload bytes
 	d   time.Duration // how long a send took
 	err error
 }
 
-func newWorker(c *conn) *worker {
-	return &worker{c: c, jobs: make(chan job), offs: make(chan int64), done: make(chan result, 1)}
+func newWorker(pr *peer, c *conn, done chan<- result) *worker {
+	return &worker{c: c, pr: pr, jobs: make(chan job), done: done}
 }
 
 // run serves jobs until stop is closed.
@@ -270,12 +329,23 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 		select {
 		case j := <-w.jobs:
 			if j.recv {
-				w.recvStripe(peer, &j, stop)
+				r := w.recvStripe(peer, &j)
+				if j.watch && w.pr.rwait.Add(-1) == 0 {
+					// The last stripe is in: wake the receiver from
+					// its watch on connection 0 (before the answer,
+					// so the wake-up cannot land in its next call).
+					w.pr.recv.poke(0)
+				}
+				w.done <- r
 				continue
 			}
 			start := time.Now()
-			var r result
-			r.n, r.err = w.c.writeFrame(&j.fp, j.total, j.buf, 0)
+			r := result{pos: w.c.pos, off: j.off, len: uint64(len(j.buf))}
+			if h := w.pr.t.testSend; h != nil {
+				r.n, r.err = h(w.c, &j)
+			} else {
+				r.n, r.err = w.c.writeStripe(&j.fp, j.off, j.buf, 0)
+			}
 			r.d = time.Since(start)
 			w.done <- r
 		case <-stop:
@@ -284,29 +354,22 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 	}
 }
 
-func (w *worker) recvStripe(peer int, j *job, stop <-chan struct{}) {
+func (w *worker) recvStripe(peer int, j *job) result {
 	c := w.c
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	h, n, err := c.readStripeHeader(peer, &j.fp, j.total)
-	w.done <- result{n: int64(n), len: h.Len, err: err}
+	r := result{pos: c.pos, n: int64(n), off: h.Offset, err: err}
 	if err != nil {
-		return
+		return r
 	}
-	var off int64
-	select {
-	case off = <-w.offs:
-	case <-stop:
-		return
-	}
-	if off < 0 {
-		w.done <- result{}
-		return
-	}
-	buf := j.buf[off : uint64(off)+h.Len]
+	buf := j.buf[h.Offset : h.Offset+h.Len]
 	m, err := io.ReadFull(c.nc, buf)
 	if err == nil {
 		err = checkCRC(peer, &h, buf)
 	}
-	w.done <- result{n: int64(m), len: uint64(m), err: err}
+	r.n += int64(m)
+	r.len = uint64(m)
+	r.err = err
+	return r
 }

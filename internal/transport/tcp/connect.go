@@ -532,8 +532,11 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 	pr.rparts = make([]*conn, 0, len(pr.conns))
 	pr.send.setConns(pr.conns)
 	pr.recv.setConns(pr.conns)
+	pr.sdone = make(chan result, len(pr.conns))
+	pr.rdone = make(chan result, len(pr.conns))
+	pr.setupFailover()
 	for _, c := range pr.conns[1:] {
-		sw, rw := newWorker(c), newWorker(c)
+		sw, rw := newWorker(pr, c, pr.sdone), newWorker(pr, c, pr.rdone)
 		pr.sendW = append(pr.sendW, sw)
 		pr.recvW = append(pr.recvW, rw)
 		t.spawn(func() { sw.run(pr.rank, t.ctx.Done()) })

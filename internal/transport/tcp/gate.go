@@ -156,3 +156,27 @@ func (g *gate) setDeadline(c *conn, d time.Time) {
 		c.nc.SetReadDeadline(d)
 	}
 }
+
+// poke interrupts the I/O in progress on connection i without changing
+// the deadline the gate means it to have: restore puts that back.
+func (g *gate) poke(i int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i < len(g.conns) {
+		g.setDeadline(g.conns[i], aLongTimeAgo)
+	}
+}
+
+// restore gives connection i back the deadline the gate means it to have,
+// after poke.
+func (g *gate) restore(i int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i < len(g.conns) {
+		d := g.armed[i]
+		if g.dead {
+			d = aLongTimeAgo
+		}
+		g.setDeadline(g.conns[i], d)
+	}
+}

@@ -80,6 +80,7 @@ type path struct {
 	rate           atomic.Uint64 // float64 bits: estimated bytes/s
 	share          atomic.Uint64 // float64 bits: share of the last striped send
 	lastUsed       time.Time     // last striped send it carried (sender only)
+	retired        atomic.Bool   // stopped (see failover.go): carries nothing more
 
 	// The kernel's counters at the last sample (sender only): bytes
 	// acknowledged, and the longest busy time of the path's connections.
@@ -135,6 +136,10 @@ type PathStats struct {
 	Local, Remote string
 	// Up is false for a path dropped because it could not connect.
 	Up bool
+	// Retired is true for a path that stopped while in use (see
+	// Config.StallAfter): its stripes went again on path 0 and it
+	// carries nothing more.
+	Retired bool
 	// Rate is the estimated throughput in bytes/s, from the link speed at
 	// first and from measured sends afterwards; Share is the fraction of
 	// the last striped message this rank sent on the path.
@@ -151,8 +156,11 @@ type PathStats struct {
 // String formats s on one line.
 func (s PathStats) String() string {
 	state := "up"
-	if !s.Up {
+	switch {
+	case !s.Up:
 		state = "dropped"
+	case s.Retired:
+		state = "retired"
 	}
 	return fmt.Sprintf("peer %d path %d %s->%s %s rate %.1f MB/s share %.2f sent %d received %d rtt %v retrans %d",
 		s.Peer, s.Path, s.Local, s.Remote, state, s.Rate/1e6, s.Share, s.Sent, s.Received, s.RTT, s.Retrans)
@@ -175,7 +183,7 @@ func (t *Transport) Paths() []PathStats {
 		dropped := pr.dropped
 		pr.mu.Unlock()
 		for _, p := range pr.paths {
-			s := PathStats{Peer: pr.rank, Path: p.idx, Local: p.local, Remote: p.remote, Up: true,
+			s := PathStats{Peer: pr.rank, Path: p.idx, Local: p.local, Remote: p.remote, Up: true, Retired: p.retired.Load(),
 				Rate: p.getRate(), Share: math.Float64frombits(p.share.Load()),
 				Sent: p.sent.Load(), Received: p.received.Load()}
 			for _, c := range p.conns {
@@ -202,14 +210,16 @@ func (t *Transport) Paths() []PathStats {
 func (pr *peer) plan(total uint64, now time.Time) uint16 {
 	var sum float64
 	for _, p := range pr.paths {
-		sum += p.getRate()
+		if !p.retired.Load() {
+			sum += p.getRate()
+		}
 	}
 	var mask uint16
 	var use float64
 	for _, p := range pr.paths {
 		r := p.getRate()
 		pr.pshare[p.idx] = 0
-		if r/sum < minShare && now.Sub(p.lastUsed) < reprobeEvery {
+		if p.retired.Load() || r/sum < minShare && now.Sub(p.lastUsed) < reprobeEvery {
 			continue
 		}
 		use += max(r, minShare*sum)
@@ -253,6 +263,9 @@ func (pr *peer) plan(total uint64, now time.Time) uint16 {
 func (pr *peer) stripedParts(mask uint16) ([]*conn, error) {
 	if mask&^pr.mask != 0 {
 		return nil, fmt.Errorf("rank %d striped a message over paths %#x, the pair uses %#x: %w", pr.rank, mask, pr.mask, errProtocol)
+	}
+	if mask&pr.rgone != 0 {
+		return nil, fmt.Errorf("rank %d striped a message over paths %#x, after retiring %#x: %w", pr.rank, mask, pr.rgone, errProtocol)
 	}
 	parts := pr.rparts[:0]
 	for _, c := range pr.conns[1:] {

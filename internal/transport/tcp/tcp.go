@@ -126,6 +126,8 @@ const (
 	// scheduled), where a message between busy ranks arrives within a few;
 	// 50 µs is also Linux's suggested net.core.busy_read.
 	DefaultPollFor = 50 * time.Microsecond
+	// DefaultStallAfter is Config.StallAfter when zero.
+	DefaultStallAfter = time.Second
 	// DefaultDeadAfter is Config.DeadAfter when zero.
 	DefaultDeadAfter = 20 * time.Second
 	// MaxSockets is the largest Config.NSocks accepted.
@@ -176,6 +178,12 @@ type Config struct {
 	// (starting from LinkRate); "speed", to LinkRate only; "equal",
 	// evenly.
 	Weights string
+	// StallAfter is how long a connection of a pair with several paths
+	// may hold a stripe of a message without the peer's host
+	// acknowledging any of it before its path is retired and the
+	// stripes sent again on the pair's first path: 0 means
+	// DefaultStallAfter, a negative value never retires a path.
+	StallAfter time.Duration
 	// DeadAfter is how long a connection may go without an answer from
 	// its peer's host (data unacknowledged, or keepalive probes
 	// unanswered while idle) before it fails and the peer is lost: 0
@@ -243,6 +251,7 @@ type Transport struct {
 	linkRate       func(net.IP) float64
 	fixedWeights   bool          // weights stay as they start
 	deadAfter      time.Duration // <= 0: the system's defaults
+	stallAfter     time.Duration // <= 0: paths are never retired
 	ln             net.Listener
 	log            *slog.Logger
 	peers          []*peer // by rank; nil for this rank
@@ -250,6 +259,9 @@ type Transport struct {
 	// onWaitConn, set by tests before use, is called when a call starts
 	// waiting for the connections to peer.
 	onWaitConn func(peer int)
+	// testSend, set by tests before use, writes a stripe in place of
+	// conn.writeStripe.
+	testSend func(c *conn, j *job) (int64, error)
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
@@ -299,6 +311,18 @@ type peer struct {
 	send, recv gate
 	sendW      []*worker // for conns[1:]
 	recvW      []*worker
+	sdone      chan result // the send workers' answers
+	rdone      chan result // the receive workers' answers
+
+	// Failover (failover.go), set up once ready.
+	multi    bool         // several paths: receives watch conn 0 for repairs
+	failover bool         // several paths and the kernel tells acknowledgements: sends repair
+	sstate   []uint8      // by conn: the current send's stripe state (send gate)
+	soff     []uint64     // by conn: where its stripe starts (send gate)
+	stimer   *time.Timer  // stall checks (send gate)
+	rwait    atomic.Int32 // receive stripes not yet in (receive gate)
+	rext     []extent     // the current receive's stripes (receive gate)
+	rgone    uint16       // paths the peer retired: not read again (receive gate)
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -333,6 +357,7 @@ func New(cfg Config) (*Transport, error) {
 		linkRate:       cfg.LinkRate,
 		fixedWeights:   cfg.Weights == "speed" || cfg.Weights == "equal",
 		deadAfter:      cfg.DeadAfter,
+		stallAfter:     cfg.StallAfter,
 		ln:             cfg.Listener,
 		log:            cfg.Logger,
 		peers:          make([]*peer, cfg.Size),
@@ -351,6 +376,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if t.deadAfter == 0 {
 		t.deadAfter = DefaultDeadAfter
+	}
+	if t.stallAfter == 0 {
+		t.stallAfter = DefaultStallAfter
 	}
 	if t.connectTimeout == 0 {
 		t.connectTimeout = DefaultConnectTimeout
@@ -454,6 +482,11 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	n0 := pr.cut[0]
 	off := n0
 	dispatched := 0
+	// With several paths, the stripes on paths other than conn 0's are
+	// followed until the peer's kernel acknowledged them, so that those
+	// of a path that stops can be sent again on conn 0 (see failover.go).
+	failover := pr.failover
+	clear(pr.sstate)
 dispatch:
 	for _, w := range pr.sendW {
 		if mask&(1<<w.c.path.idx) == 0 {
@@ -461,7 +494,11 @@ dispatch:
 		}
 		n := pr.cut[w.c.pos]
 		select {
-		case w.jobs <- job{fp: *fp, total: total, buf: p[off : off+n]}:
+		case w.jobs <- job{fp: *fp, total: total, off: off, buf: p[off : off+n]}:
+			if failover && w.c.path != c0.path {
+				pr.sstate[w.c.pos] = stripeWriting
+			}
+			pr.soff[w.c.pos] = off
 			dispatched++
 			off += n
 		case <-t.ctx.Done():
@@ -478,28 +515,60 @@ dispatch:
 	var pbytes [MaxPaths]uint64
 	var ptime [MaxPaths]time.Duration
 	pbytes[c0.path.idx], ptime[c0.path.idx] = n0, d0
+	var retired uint16 // paths whose stripes go again on conn 0
 	got := 0
-	for _, w := range pr.sendW {
-		if got == dispatched {
-			break
+	for got < dispatched {
+		var r result
+		if failover && err == nil {
+			pr.stimer.Reset(max(t.stallAfter/4, time.Millisecond))
+			select {
+			case r = <-pr.sdone:
+				pr.stimer.Stop()
+			case <-pr.stimer.C:
+				r, _ := pr.checkStalls(now, stripeWriting, retired)
+				retired |= r
+				continue
+			}
+		} else {
+			r = <-pr.sdone
 		}
-		if mask&(1<<w.c.path.idx) == 0 {
+		got++
+		c := pr.conns[r.pos]
+		moved += r.n
+		i := c.path.idx
+		pbytes[i] += uint64(r.n)
+		ptime[i] = max(ptime[i], r.d)
+		c.path.sent.Add(uint64(max(r.n-wire.FrameHeaderSize, 0)))
+		if r.err != nil && pr.sstate[r.pos] != 0 && err == nil && !errors.Is(r.err, errProtocol) && t.callErr(ctx, pr, r.err) == nil {
+			// The path failed under this stripe, or was retired
+			// for stalling: the stripe goes again on conn 0.
+			if retired&(1<<i) == 0 {
+				retired |= 1 << i
+				pr.retire(c.path, "its connection failed", r.err)
+			}
+			pr.sstate[r.pos] = stripeWritten
 			continue
 		}
-		r := <-w.done
-		got++
-		moved += r.n
 		if r.err != nil && err == nil {
 			err = r.err
 			pr.send.interrupt()
 		}
-		i := w.c.path.idx
-		pbytes[i] += uint64(r.n)
-		ptime[i] = max(ptime[i], r.d)
-		w.c.path.sent.Add(uint64(max(r.n-wire.FrameHeaderSize, 0)))
+		if pr.sstate[r.pos] != 0 {
+			pr.sstate[r.pos] = stripeWritten
+		}
 	}
 	if err == nil && off != total {
 		err = net.ErrClosed
+	}
+	if err == nil && failover {
+		var r uint16
+		r, err = pr.awaitAcks(ctx, now, retired)
+		retired |= r
+		if err == nil && retired != 0 {
+			var m int64
+			m, err = pr.repair(fp, p, retired)
+			moved += m
+		}
 	}
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, moved > 0, "send")
@@ -560,6 +629,17 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
 	}
+	for err == nil && h.Type == wire.FrameStripe {
+		// A repair of a message already received whole: its stripes
+		// came after all; the path it replaces is out of use.
+		err = pr.staleRepair(c0, &h)
+		if err == nil {
+			h, _, err = c0.readHeader(peer, false)
+		}
+	}
+	if err != nil {
+		return t.ioFailed(ctx, pr, err, true, "receive")
+	}
 	if h.Type == wire.FrameAbort {
 		return pr.fail(t.checkLost(peer, c0.abortError(peer, &h)))
 	}
@@ -589,60 +669,37 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		}
 		pr.recv.arm(len(pr.conns))
 	}
-	// The other stripes follow the first in connection order: each of
-	// their workers reads its header and reports its length, and learns
-	// from the lengths before it where its payload goes.
+	// The other stripes are read by their connections' workers, each
+	// placed by the offset its frame carries. With several paths, the
+	// sender may send a path's stripes again on conn 0 (a repair), so
+	// conn 0 is watched while they come.
+	watch := pr.multi && len(parts) > 0
+	if watch {
+		pr.rwait.Store(int32(len(parts)))
+		defer pr.recv.restore(0)
+	}
 	dispatched := 0
 dispatch:
 	for _, c := range parts {
 		select {
-		case pr.recvW[c.pos-1].jobs <- job{recv: true, fp: h.Fingerprint, total: h.Total, buf: buf}:
+		case pr.recvW[c.pos-1].jobs <- job{recv: true, watch: watch, fp: h.Fingerprint, total: h.Total, buf: buf}:
 			dispatched++
 		case <-t.ctx.Done():
+			if watch {
+				pr.rwait.Add(-int32(len(parts) - dispatched))
+			}
 			break dispatch
 		}
-	}
-	off := h.Len
-	hdrs := 0
-	for _, c := range parts[:dispatched] {
-		w := pr.recvW[c.pos-1]
-		r := <-w.done
-		hdrs++
-		if r.err != nil {
-			if err == nil {
-				err = r.err
-				pr.recv.interrupt()
-			}
-			continue
-		}
-		if err == nil && r.len > h.Total-off {
-			err = fmt.Errorf("rank %d's stripes of a %d-byte message add up to more: %w", peer, h.Total, errProtocol)
-			pr.recv.interrupt()
-		}
-		if err != nil {
-			select {
-			case w.offs <- -1:
-				<-w.done
-			case <-t.ctx.Done():
-			}
-			continue
-		}
-		select {
-		case w.offs <- int64(off):
-			w.pending = true
-			off += r.len
-		case <-t.ctx.Done():
-			err = net.ErrClosed
-		}
-	}
-	if err == nil && off != h.Total {
-		err = fmt.Errorf("rank %d's stripes of a %d-byte message add up to %d bytes: %w", peer, h.Total, off, errProtocol)
-		pr.recv.interrupt()
 	}
 	moved := int64(n)
 	if err == nil {
 		var m int
-		m, err = io.ReadFull(c0.nc, buf[:h.Len])
+		if watch {
+			// The workers' wake-up for the watch may come meanwhile.
+			m, err = pr.readWoken(ctx, c0, buf[:h.Len])
+		} else {
+			m, err = io.ReadFull(c0.nc, buf[:h.Len])
+		}
 		if err == nil {
 			err = checkCRC(peer, &h, buf[:h.Len])
 		}
@@ -652,22 +709,13 @@ dispatch:
 			pr.recv.interrupt()
 		}
 	}
-	for _, c := range parts[:dispatched] {
-		w := pr.recvW[c.pos-1]
-		if !w.pending {
-			continue
+	if len(parts) > 0 {
+		var m int64
+		m, err = pr.collectStripes(ctx, &h, buf, parts[:dispatched], watch, err)
+		moved += m
+		if err == nil && dispatched < len(parts) {
+			err = net.ErrClosed
 		}
-		r := <-w.done
-		w.pending = false
-		moved += r.n
-		c.path.received.Add(uint64(r.len))
-		if r.err != nil && err == nil {
-			err = r.err
-			pr.recv.interrupt()
-		}
-	}
-	if err == nil && dispatched < len(parts) {
-		err = net.ErrClosed
 	}
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, true, "receive")

@@ -59,3 +59,19 @@ func setUserTimeout(tc *net.TCPConn, d time.Duration) {
 		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
 	})
 }
+
+// sendState reports whether data sent on a TCP connection is not yet
+// acknowledged by the peer's host (unsent or in flight), whether that is
+// the network's doing rather than the peer's full receive window (some is
+// in flight, or the peer's window is open and the data still waits), and
+// how long ago the last acknowledgement came.
+func sendState(nc net.Conn) (unacked, blocked bool, ackAge time.Duration, ok bool) {
+	info := getTCPInfo(nc)
+	if info == nil {
+		return false, false, 0, false
+	}
+	// Snd_wnd (Linux 5.4 and later; zero before) tells a full receive
+	// window from a link that takes nothing.
+	return info.Unacked > 0 || info.Notsent_bytes > 0, info.Unacked > 0 || info.Snd_wnd > 0,
+		time.Duration(info.Last_ack_recv) * time.Millisecond, true
+}

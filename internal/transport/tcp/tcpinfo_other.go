@@ -15,3 +15,9 @@ func tcpProgress(net.Conn) (acked uint64, busy time.Duration, ok bool) { return 
 
 // setUserTimeout does nothing where there is no TCP_USER_TIMEOUT.
 func setUserTimeout(*net.TCPConn, time.Duration) {}
+
+// sendState reports nothing where TCP_INFO is not read: paths are not
+// retired there.
+func sendState(net.Conn) (unacked, blocked bool, ackAge time.Duration, ok bool) {
+	return false, false, 0, false
+}

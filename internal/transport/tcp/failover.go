@@ -1,0 +1,378 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Failover between the paths of a pair.
+//
+// A large message is cut into stripes over the pair's paths; once written,
+// a stripe lives only in its connection's socket, so a path that stops
+// (link down, blackholed) would hold the message until the link came back
+// or the connection's health bound (Config.DeadAfter) failed the pair.
+// Instead, on a pair with several paths:
+//
+//   - The sender follows each stripe on a path other than conn 0's until
+//     the peer's host has acknowledged all of it (TCP_INFO: nothing unsent
+//     or in flight), before Send returns. A connection with data in flight
+//     and no acknowledgement for Config.StallAfter (counted from the start
+//     of the send), or whose write fails, stops its path: the path is
+//     retired (its connections' sending sides are shut off and it carries
+//     nothing more), and the stripes it carried of this message are sent
+//     again on conn 0 as repairs (wire.FrameStripe naming the path), still
+//     within this Send, so they follow the message's first stripe on conn 0
+//     before anything else.
+//   - The receiver, while the stripes of a message are not all in, watches
+//     conn 0 for repairs: a repair interrupts the stripes of the paths it
+//     names, which are then never read again, and its payload is placed by
+//     its offset (a stripe that came after all is overwritten with the same
+//     bytes). The retired path is also retired for this rank's own sends,
+//     so both ends stop using it. A frame of the next message instead
+//     means no repair is coming: it is put back for the next receive. A
+//     repair that arrives after the message came whole is discarded.
+//
+// A stripe whose connection failed on the receiving side waits for its
+// repair; if the next message comes first, the pair fails as before. Conn
+// 0's own path is never retired: if it stops, the pair stalls until it
+// comes back or DeadAfter fails the pair.
+
+// Send-side stripe states, by connection (peer.sstate).
+const (
+	stripeNone    uint8 = iota // not followed
+	stripeWriting              // handed to its worker
+	stripeWritten              // in the kernel, acknowledgement awaited
+	stripeAcked                // acknowledged by the peer's host
+)
+
+// extent is a stretch of a message received.
+type extent struct {
+	off, len uint64
+	pos      int  // the connection it came on
+	repair   bool // it came as a repair
+	ok       bool
+}
+
+// setupFailover prepares pr's failover state once its connections are up.
+func (pr *peer) setupFailover() {
+	n := len(pr.conns)
+	pr.sstate = make([]uint8, n)
+	pr.soff = make([]uint64, n)
+	pr.rext = make([]extent, 0, 2*n)
+	pr.multi = len(pr.paths) > 1
+	if pr.multi && pr.t.stallAfter > 0 {
+		_, _, _, ok := sendState(pr.conns[0].nc)
+		pr.failover = ok
+	}
+	pr.stimer = time.NewTimer(time.Hour)
+	pr.stimer.Stop()
+}
+
+// checkStalls looks at the connections whose stripe of the current send is
+// in state which, on paths outside skip: a connection with data the
+// network does not take (in flight, or waiting while the peer's window is
+// open) and no acknowledgement for StallAfter since the send started
+// retires its path. It returns the paths it retired, and whether some stripe is still
+// not acknowledged; stripes found acknowledged move to stripeAcked.
+func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired uint16, pending bool) {
+	now := time.Now()
+	for pos, st := range pr.sstate {
+		if st != which {
+			continue
+		}
+		c := pr.conns[pos]
+		bit := uint16(1) << c.path.idx
+		if (skip|retired)&bit != 0 {
+			continue
+		}
+		unacked, blocked, ackAge, ok := sendState(c.nc)
+		if !ok || !unacked {
+			if which == stripeWritten {
+				pr.sstate[pos] = stripeAcked
+			}
+			continue
+		}
+		last := now.Add(-ackAge)
+		if last.Before(since) {
+			last = since
+		}
+		if stalled := now.Sub(last); blocked && stalled >= pr.t.stallAfter {
+			retired |= bit
+			pr.retire(c.path, fmt.Sprintf("no acknowledgement for %v", stalled.Round(time.Millisecond)), nil)
+			continue
+		}
+		pending = true
+	}
+	return retired, pending
+}
+
+// awaitAcks waits until every stripe of the current send written on a path
+// outside retired is acknowledged, retiring the paths that stall. It
+// returns the paths it retired.
+func (pr *peer) awaitAcks(ctx context.Context, since time.Time, retired uint16) (uint16, error) {
+	backoff := 20 * time.Microsecond
+	var newly uint16
+	for {
+		r, pending := pr.checkStalls(since, stripeWritten, retired|newly)
+		newly |= r
+		if !pending {
+			return newly, nil
+		}
+		if err := pr.t.callErr(ctx, pr, nil); err != nil {
+			return newly, err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Millisecond)
+	}
+}
+
+// retire takes path p out of use for sending, interrupting a stripe being
+// written on it; the first time, it logs why.
+func (pr *peer) retire(p *path, why string, cause error) {
+	for _, c := range p.conns {
+		c.retireWrite()
+	}
+	if p.retired.CompareAndSwap(false, true) {
+		pr.t.log.Warn("tcp: path stopped; its stripes are sent again on the first path and it is retired",
+			"peer", pr.rank, "path", p.idx, "local", p.local, "remote", p.remote, "why", why, "err", cause)
+	}
+}
+
+// repair sends again on conn 0 the stripes of the current send (message p
+// under fp) that travelled on the paths in retired.
+func (pr *peer) repair(fp *wire.Fingerprint, p []byte, retired uint16) (int64, error) {
+	c0 := pr.conns[0]
+	var moved int64
+	for pos, st := range pr.sstate {
+		if st == stripeNone {
+			continue
+		}
+		bit := uint16(1) << pr.conns[pos].path.idx
+		if retired&bit == 0 {
+			continue
+		}
+		off, n := pr.soff[pos], pr.cut[pos]
+		m, err := c0.writeStripe(fp, off, p[off:off+n], bit)
+		moved += m
+		if err != nil {
+			return moved, err
+		}
+		c0.path.sent.Add(n)
+	}
+	return moved, nil
+}
+
+// checkRepair checks the paths a repair names: some, all in use, none
+// conn 0's own.
+func (pr *peer) checkRepair(h *wire.FrameHeader) error {
+	if h.Paths == 0 || h.Paths&^pr.mask != 0 || h.Paths&(1<<pr.conns[0].path.idx) != 0 {
+		return fmt.Errorf("rank %d sent a repair for paths %#x, the pair uses %#x and repairs go on path %d: %w",
+			pr.rank, h.Paths, pr.mask, pr.conns[0].path.idx, errProtocol)
+	}
+	return nil
+}
+
+// retireRecv notes that the peer retired the paths in mask: their streams
+// from the peer are out of step (never read again), and this rank stops
+// sending on them too.
+func (pr *peer) retireRecv(mask uint16) {
+	pr.rgone |= mask
+	for _, p := range pr.paths {
+		if mask&(1<<p.idx) != 0 && p.retired.CompareAndSwap(false, true) {
+			pr.t.log.Warn("tcp: peer retired a path; it is retired here too",
+				"peer", pr.rank, "path", p.idx, "local", p.local, "remote", p.remote)
+		}
+	}
+}
+
+// staleRepair discards a repair read at a message boundary: its message
+// came whole after all.
+func (pr *peer) staleRepair(c0 *conn, h *wire.FrameHeader) error {
+	if err := pr.checkRepair(h); err != nil {
+		return err
+	}
+	if h.Len > math.MaxInt64 {
+		return fmt.Errorf("rank %d sent a repair of %d bytes: %w", pr.rank, h.Len, errProtocol)
+	}
+	pr.retireRecv(h.Paths)
+	_, err := io.CopyN(io.Discard, c0.nc, int64(h.Len))
+	return err
+}
+
+// collectStripes gathers the answers of the workers receiving the stripes
+// on parts of the message whose first stripe h announced, into buf. With
+// watch, it meanwhile reads conn 0 for repairs (see the top of this file).
+// err is the error the receive already met, if any; collectStripes returns
+// it or the first it meets, and the bytes moved.
+func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []byte, parts []*conn, watch bool, err error) (int64, error) {
+	t := pr.t
+	c0 := pr.conns[0]
+	var moved int64
+	pr.rext = pr.rext[:0]
+	var failed, repaired uint16 // paths whose stripe failed here; paths repaired
+	var failure error
+	left := len(parts)
+	watching := watch && err == nil
+	take := func(r result) {
+		left--
+		c := pr.conns[r.pos]
+		moved += r.n
+		c.path.received.Add(r.len)
+		bit := uint16(1) << c.path.idx
+		switch {
+		case repaired&bit != 0:
+			// Interrupted for its repair.
+		case r.err == nil:
+			pr.rext = append(pr.rext, extent{off: r.off, len: r.len, pos: r.pos, ok: true})
+		case watch && !errors.Is(r.err, errProtocol) && t.callErr(ctx, pr, r.err) == nil:
+			// The connection failed: wait for the repair.
+			failed |= bit
+			if failure == nil {
+				failure = r.err
+			}
+		case err == nil:
+			err = r.err
+			pr.recv.interrupt()
+		}
+	}
+	repairs := 0 // repairs still due: one per stripe of a repaired path
+	for {
+		if left == 0 && (err != nil || !watching || repairs == 0 && failed&^repaired == 0) {
+			// All in, or a failed stripe whose repair will not come.
+			break
+		}
+		if left > 0 && (!watching || pr.rwait.Load() == 0) {
+			take(<-pr.rdone)
+			continue
+		}
+		h2, werr := c0.watchHeader(pr.rank)
+		switch {
+		case werr != nil:
+			if errors.Is(werr, os.ErrDeadlineExceeded) && t.callErr(ctx, pr, werr) == nil {
+				// Woken: the stripes are in.
+				pr.recv.restore(0)
+				continue
+			}
+			err, watching = werr, false
+			pr.recv.interrupt()
+		case h2.Type == wire.FrameStripe && h2.Paths != 0:
+			if werr := pr.checkRepair(&h2); werr != nil {
+				err, watching = werr, false
+				pr.recv.interrupt()
+				break
+			}
+			if h2.Fingerprint != h.Fingerprint || h2.Offset+h2.Len > h.Total {
+				err, watching = fmt.Errorf("rank %d sent a repair of %d bytes at %d of %v, the message is %d bytes of %v: %w",
+					pr.rank, h2.Len, h2.Offset, h2.Fingerprint, h.Total, h.Fingerprint, errProtocol), false
+				pr.recv.interrupt()
+				break
+			}
+			if newly := h2.Paths &^ repaired; newly != 0 {
+				// Stop the stripes the repairs replace before
+				// their bytes are overwritten.
+				repaired |= newly
+				waitFor := 0
+				for _, c := range parts {
+					if newly&(1<<c.path.idx) != 0 {
+						pr.recv.poke(c.pos)
+						waitFor++
+					}
+				}
+				repairs += waitFor
+				answered := 0
+				for answered < waitFor {
+					// Answers of other stripes may come between.
+					r := <-pr.rdone
+					if newly&(1<<pr.conns[r.pos].path.idx) != 0 {
+						answered++
+					}
+					take(r)
+				}
+				pr.retireRecv(newly)
+				// The answers counted above were taken in full.
+			}
+			m, rerr := pr.readWoken(ctx, c0, buf[h2.Offset:h2.Offset+h2.Len])
+			moved += int64(m)
+			c0.path.received.Add(uint64(m))
+			if rerr == nil {
+				rerr = checkCRC(pr.rank, &h2, buf[h2.Offset:h2.Offset+h2.Len])
+			}
+			if rerr != nil {
+				err, watching = rerr, false
+				pr.recv.interrupt()
+				break
+			}
+			pr.rext = append(pr.rext, extent{off: h2.Offset, len: h2.Len, repair: true, ok: true})
+			repairs--
+		case repairs > 0:
+			err, watching = fmt.Errorf("rank %d sent a %s frame where %d more repairs were due: %w", pr.rank, h2.Type, repairs, errProtocol), false
+			pr.recv.interrupt()
+		default:
+			// The next frame: the sender is done with this message.
+			c0.unread(&h2)
+			watching = false
+		}
+	}
+	if err != nil {
+		return moved, err
+	}
+	if failed&^repaired != 0 {
+		return moved, failure
+	}
+	return moved, pr.checkCover(h, repaired)
+}
+
+// readWoken fills b from c like io.ReadFull, going on after the wake-up a
+// worker gives the receive's watch on conn 0 (see worker.run).
+func (pr *peer) readWoken(ctx context.Context, c *conn, b []byte) (int, error) {
+	got := 0
+	for {
+		n, err := io.ReadFull(c.nc, b[got:])
+		got += n
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && pr.t.callErr(ctx, pr, err) == nil {
+			pr.recv.restore(0)
+			continue
+		}
+		return got, err
+	}
+}
+
+// checkCover checks that the stripes received (pr.rext, those of the
+// repaired paths left out) and the first one, h's, lie end to end over
+// the whole message.
+func (pr *peer) checkCover(h *wire.FrameHeader, repaired uint16) error {
+	ext := pr.rext
+	n := 0
+	for _, e := range ext {
+		if e.repair || repaired&(1<<pr.conns[e.pos].path.idx) == 0 {
+			ext[n] = e
+			n++
+		}
+	}
+	ext = append(ext[:n], extent{off: 0, len: h.Len, ok: true})
+	// Insertion sort: a handful of stripes, and no allocation.
+	for i := 1; i < len(ext); i++ {
+		for j := i; j > 0 && ext[j].off < ext[j-1].off; j-- {
+			ext[j], ext[j-1] = ext[j-1], ext[j]
+		}
+	}
+	end := uint64(0)
+	for _, e := range ext {
+		if e.off != end {
+			return fmt.Errorf("rank %d's stripes of a %d-byte message leave a gap or overlap at byte %d: %w", pr.rank, h.Total, end, errProtocol)
+		}
+		end += e.len
+	}
+	pr.rext = ext[:0]
+	if end != h.Total {
+		return fmt.Errorf("rank %d's stripes of a %d-byte message add up to %d bytes: %w", pr.rank, h.Total, end, errProtocol)
+	}
+	return nil
+}
