@@ -342,7 +342,7 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 			start := time.Now()
 			r := result{pos: w.c.pos, off: j.off, len: uint64(len(j.buf))}
 			if h := w.pr.t.testSend; h != nil {
-				r.n, r.err = h(w.c, &j)
+				r.n, r.err = h(w.c, j.fp, j.off, j.buf)
 			} else {
 				r.n, r.err = w.c.writeStripe(&j.fp, j.off, j.buf, 0)
 			}

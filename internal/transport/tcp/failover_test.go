@@ -56,12 +56,12 @@ func TestFailoverRepair(t *testing.T) {
 				trs, logs := multiPathWorld(t, 2, nsocks, "127.0.0.1:%d", "127.0.0.2:%d")
 				const cutSeq = 4 // a 4 MiB message
 				var cuts atomic.Int32
-				trs[0].testSend = func(c *conn, j *job) (int64, error) {
-					if c.path.idx == 1 && j.fp.Seq == cutSeq {
+				trs[0].testSend = func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error) {
+					if c.path.idx == 1 && fp.Seq == cutSeq {
 						cuts.Add(1)
-						return c.writeCut(&j.fp, j.off, j.buf, tc.keep)
+						return c.writeCut(&fp, off, part, tc.keep)
 					}
-					return c.writeStripe(&j.fp, j.off, j.buf, 0)
+					return c.writeStripe(&fp, off, part, 0)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()

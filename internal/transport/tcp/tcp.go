@@ -261,7 +261,7 @@ type Transport struct {
 	onWaitConn func(peer int)
 	// testSend, set by tests before use, writes a stripe in place of
 	// conn.writeStripe.
-	testSend func(c *conn, j *job) (int64, error)
+	testSend func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error)
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
