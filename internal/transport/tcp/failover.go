@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -231,7 +232,7 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 			// Interrupted for its repair.
 		case r.err == nil:
 			pr.rext = append(pr.rext, extent{off: r.off, len: r.len, pos: r.pos, ok: true})
-		case watch && !errors.Is(r.err, errProtocol) && t.callErr(ctx, pr, r.err) == nil:
+		case watch && connFailed(r.err) && t.callErr(ctx, pr, r.err) == nil:
 			// The connection failed: wait for the repair.
 			failed |= bit
 			if failure == nil {
@@ -243,6 +244,10 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 		}
 	}
 	repairs := 0 // repairs still due: one per stripe of a repaired path
+	var msgPaths uint16
+	for _, c := range parts {
+		msgPaths |= 1 << c.path.idx
+	}
 	for {
 		if left == 0 && (err != nil || !watching || repairs == 0 && failed&^repaired == 0) {
 			// All in, or a failed stripe whose repair will not come.
@@ -274,6 +279,11 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 				pr.recv.interrupt()
 				break
 			}
+			if h2.Paths&^msgPaths != 0 {
+				err, watching = fmt.Errorf("rank %d sent a repair for paths %#x, the message travels on %#x: %w", pr.rank, h2.Paths, msgPaths, errProtocol), false
+				pr.recv.interrupt()
+				break
+			}
 			if newly := h2.Paths &^ repaired; newly != 0 {
 				// Stop the stripes the repairs replace before
 				// their bytes are overwritten.
@@ -296,7 +306,11 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 					take(r)
 				}
 				pr.retireRecv(newly)
-				// The answers counted above were taken in full.
+			}
+			if repairs == 0 {
+				err, watching = fmt.Errorf("rank %d sent more repairs than the message has stripes on paths %#x: %w", pr.rank, repaired, errProtocol), false
+				pr.recv.interrupt()
+				break
 			}
 			m, rerr := pr.readWoken(ctx, c0, buf[h2.Offset:h2.Offset+h2.Len])
 			moved += int64(m)
@@ -327,6 +341,14 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 		return moved, failure
 	}
 	return moved, pr.checkCover(h, repaired)
+}
+
+// connFailed reports whether err, met by a stripe's worker, is its
+// connection failing (rather than the peer breaking the protocol or
+// aborting), which a repair may make up for.
+func connFailed(err error) bool {
+	var pe *errs.PeerError
+	return !errors.Is(err, errProtocol) && !errors.As(err, &pe)
 }
 
 // readWoken fills b from c like io.ReadFull, going on after the wake-up a

@@ -151,3 +151,57 @@ func pathSent(trs []*Transport, p int) uint64 {
 	}
 	return n
 }
+
+// TestFailoverBadRepairs: stripe frames a peer has no business sending at
+// a message boundary fail the receive with a protocol error naming them,
+// and a stale repair of a path is discarded.
+func TestFailoverBadRepairs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paths uint16
+		want  string // "" for a repair that is discarded
+	}{
+		{"stale repair", 2, ""},
+		{"plain stripe", 0, "repair for paths 0x0"},
+		{"repair of path 0", 1, "repair for paths 0x1"},
+		{"repair of an unknown path", 4, "repair for paths 0x4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trs, _ := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			berr := make(chan error, 1)
+			go func() { berr <- barrier2(ctx, trs[1], 0) }()
+			if err := errors.Join(barrier2(ctx, trs[0], 1), <-berr); err != nil {
+				t.Fatal(err)
+			}
+			pr, err := trs[0].connected(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fp := fpFor(7, 8)
+			if _, err := pr.conns[0].writeStripe(&fp, 0, []byte("12345678"), tc.paths); err != nil {
+				t.Fatal(err)
+			}
+			msg := []byte("hello")
+			mfp := fpFor(8, len(msg))
+			go trs[0].Send(ctx, 1, &mfp, msg)
+			got := make([]byte, len(msg))
+			err = trs[1].Recv(ctx, 0, &mfp, got)
+			if tc.want == "" {
+				if err != nil || string(got) != "hello" {
+					t.Fatalf("Recv after a stale repair: %v, %q", err, got)
+				}
+				for _, s := range trs[1].Paths() {
+					if s.Path == 1 && !s.Retired {
+						t.Errorf("path 1 not retired after its repair: %v", s)
+					}
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, errProtocol) && !strings.Contains(err.Error(), "protocol violation") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Recv: %v, want a protocol violation with %q", err, tc.want)
+			}
+		})
+	}
+}
