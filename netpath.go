@@ -13,6 +13,10 @@ type NetPath struct {
 	Local, Remote string // the path's socket addresses
 	// Up is false for a path dropped because it could not connect.
 	Up bool
+	// Retired is true for a path that stopped carrying data while in use
+	// (HCOMM_PATH_STALL): its stripes went again on the pair's first path
+	// and it carries nothing more.
+	Retired bool
 	// Rate is the estimated throughput in bytes/s (the link speed at
 	// first, measured sends afterwards); Share is the fraction of the
 	// last striped message this rank sent on the path.
@@ -37,7 +41,7 @@ func (c *Comm) NetPaths() []NetPath {
 	}
 	out := make([]NetPath, len(ps))
 	for i, p := range ps {
-		out[i] = NetPath{Peer: p.Peer, Path: p.Path, Local: p.Local, Remote: p.Remote, Up: p.Up,
+		out[i] = NetPath{Peer: p.Peer, Path: p.Path, Local: p.Local, Remote: p.Remote, Up: p.Up, Retired: p.Retired,
 			Rate: p.Rate, Share: p.Share, Sent: p.Sent, Received: p.Received, RTT: p.RTT, Retrans: p.Retrans}
 	}
 	return out
