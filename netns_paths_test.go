@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,7 +274,10 @@ func rankPathsFail(t *testing.T, c *Comm) {
 		return false
 	}
 	after := -1
+	var slowest time.Duration
+	var times []time.Duration // of the AllReduces after both retired the path
 	for i := 0; ; i++ {
+		start := time.Now()
 		for j := range count {
 			buf[j] = float32((c.Rank()+1)*(i%7+1) + j%5)
 		}
@@ -283,6 +287,13 @@ func rankPathsFail(t *testing.T, c *Comm) {
 		}
 		if err := AllReduce(ctx, c, buf, buf, Sum); err != nil {
 			t.Fatalf("AllReduce %d: %v", i, err)
+		}
+		d := time.Since(start)
+		if i > 3 {
+			slowest = max(slowest, d)
+		}
+		if after >= 0 {
+			times = append(times, d)
 		}
 		for j := range count {
 			if want := float32(3*(i%7+1) + 2*(j%5)); buf[j] != want {
@@ -304,6 +315,14 @@ func rankPathsFail(t *testing.T, c *Comm) {
 	}
 	for _, s := range tcpOf(t, c, peer).Paths() {
 		t.Logf("rank %d: %v", c.Rank(), s)
+	}
+	if c.Rank() == 0 {
+		// For the parent's log: the AllReduce that spanned the
+		// failure, and the ones on the surviving path.
+		slices.Sort(times)
+		line := fmt.Sprintf("slowest AllReduce after the break %v, median on the surviving path %v",
+			slowest.Round(time.Millisecond), times[len(times)/2].Round(time.Microsecond))
+		os.WriteFile(os.Getenv("HCOMM_TEST_MARK")+".figures", []byte(line), 0o644)
 	}
 }
 
@@ -369,7 +388,8 @@ func TestMultiPathFailover(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("2 ranks, one path broken mid-loop: %v", time.Since(start).Round(time.Millisecond))
+			figures, _ := os.ReadFile(mark + ".figures")
+			t.Logf("2 ranks, one path broken mid-loop: %v; %s", time.Since(start).Round(time.Millisecond), figures)
 		})
 	}
 }
