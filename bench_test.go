@@ -38,10 +38,20 @@ func benchSizeName(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
+var benchStallOnce sync.Once
+
 // benchComms returns benchRanks communicators over transport "local", "shm"
 // or "tcp"; they are closed when b ends.
 func benchComms(b *testing.B, transport string) []*Comm {
 	b.Helper()
+	// The stall check looks at a collective still running after
+	// stall.First (200 ms) and asks every rank for its state, which
+	// allocates. A call of a few milliseconds can be descheduled that long
+	// on a loaded machine, so the benchmarks put it out of reach: it costs
+	// per stalled call, not per call. Set before any benchmark's
+	// communicator exists (the tests have closed theirs), and left so,
+	// since armed timers read it.
+	benchStallOnce.Do(func() { stall.First = time.Hour })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var comms []*Comm
@@ -104,14 +114,6 @@ func benchCollective(b *testing.B, comms []*Comm, size int64, call func(ctx cont
 	}
 	b.SetBytes(size)
 	b.ReportAllocs()
-	// The stall check looks at a collective still running after
-	// stall.First (200 ms) and asks every rank for its state, which
-	// allocates. A call of a few milliseconds can be descheduled that long
-	// on a loaded machine, so it is put out of reach while allocations are
-	// counted: it costs per stalled call, not per call.
-	first := stall.First
-	stall.First = time.Hour
-	defer func() { stall.First = first }()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
