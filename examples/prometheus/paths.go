@@ -32,7 +32,7 @@ var (
 	pathReceived = prometheus.NewDesc("hcomm_path_received_bytes_total", "Payload bytes this rank received from the peer on the path.", pathLabels, nil)
 	pathRate     = prometheus.NewDesc("hcomm_path_rate_bytes_per_second", "Estimated throughput of the path (link speed at first, measured sends afterwards).", pathLabels, nil)
 	pathShare    = prometheus.NewDesc("hcomm_path_share", "Fraction of the last striped message this rank sent on the path.", pathLabels, nil)
-	pathUp       = prometheus.NewDesc("hcomm_path_up", "1 while the path carries traffic, 0 once it was dropped.", pathLabels, nil)
+	pathUp       = prometheus.NewDesc("hcomm_path_up", "1 while the path carries traffic, 0 once it was dropped or retired after a stall.", pathLabels, nil)
 	pathRTT      = prometheus.NewDesc("hcomm_path_rtt_seconds", "The kernel's smoothed round-trip time on the path (0 where unavailable).", pathLabels, nil)
 	pathRetrans  = prometheus.NewDesc("hcomm_path_retransmits_total", "TCP segments the kernel retransmitted on the path.", pathLabels, nil)
 )
@@ -49,7 +49,7 @@ func (pc *PathCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range pc.c.NetPaths() {
 		l := []string{pc.name, strconv.Itoa(p.Peer), strconv.Itoa(p.Path), p.Local, p.Remote}
 		up := 0.0
-		if p.Up {
+		if p.Up && !p.Retired {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(pathSent, prometheus.CounterValue, float64(p.Sent), l...)
