@@ -13,6 +13,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/exec"
@@ -62,10 +63,8 @@ type Comm struct {
 	repMu        sync.Mutex
 	repSeq       uint64 // the operation the last culprit report is about
 	report       string
-	lostErr      error                          // the last peer-lost error looked up in the store, and
-	lostNote     error                          // what that peer reported about itself
-	notice       atomic.Pointer[errs.PeerError] // the root cause another rank published
-	published    atomic.Bool                    // this rank published its failure note
+	culprit      culprit.Finder // the root cause of a peer's failure, with the job's notes
+	published    atomic.Bool    // this rank published its failure note
 	noticeCancel context.CancelFunc
 	noticeDone   chan struct{}
 
@@ -161,7 +160,9 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	for i := range c.members {
 		c.members[i] = i
 	}
+	c.culprit = culprit.Finder{ID: c.id, Rank: rank, Members: c.members}
 	if job != nil {
+		c.culprit.Notes = job
 		job.Watch((*commDiag)(c))
 		ctx, cancel := context.WithCancel(context.Background())
 		c.noticeCancel, c.noticeDone = cancel, make(chan struct{})
@@ -295,10 +296,14 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		// so that the report travels with the failure.
 		te.report = c.reportFor(cur)
 		err = te
-	case peerOf(err) < 0 && errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
-		err = c.usable()
+	case errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
+		// An abort after this communicator failed (Abort, an earlier
+		// failure, a peer's notice) is its consequence: a peer relaying
+		// this rank's own abort back must not be blamed for it. A
+		// mismatch keeps its kind (culprit.Relayed).
+		err = culprit.Relayed(c.usable())
 	default:
-		err = relayed(c.whyLost(err))
+		err = c.culprit.Cause(err)
 	}
 	peer := peerOf(err)
 	if peer < 0 && cur.fp != nil && cur.fp.Coll == wire.CollSendRecv && errors.Is(err, ErrTimeout) {
@@ -327,9 +332,15 @@ func (c *Comm) configuredTimeoutFired(cur *current) bool {
 // runErr reports a failed operation and poisons the communicator.
 func (c *Comm) runErr(cur *current, err error) *OpError {
 	oe := c.opErr(cur, err)
-	if c.state.Load() == stateOK {
+	switch c.state.Load() {
+	case stateOK:
 		c.fail(oe)
-	} else {
+	case stateClosed:
+		// Closing is not a failure: the call ends with ErrClosed and
+		// publishes nothing, so peers waiting on this rank see it as
+		// lost (ErrPeerLost), as Close and ErrPeerLost say, not as a
+		// rank that aborted.
+	default:
 		// Failed by another rank's notice, or by an earlier op of this
 		// one: leave this rank's note before the caller can exit.
 		c.publishFailure(oe)

@@ -2,11 +2,10 @@ package hcomm
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
@@ -39,21 +38,13 @@ var (
 type OpError struct {
 	Op   string // "AllReduce", "Send", "Split", ...
 	Rank int    // this rank
-	Peer int    // the rank involved in the failure, or -1
+	Peer int    // the rank the failure names (lost, aborted, or whose call differed, also when another rank relayed it), or -1
 	Seq  uint64 // the collective's sequence number on the communicator (1-based; 0 if none was assigned)
 	Err  error  // the cause
 }
 
 func (e *OpError) Error() string {
-	s := "hcomm: " + e.Op
-	if e.Seq > 0 {
-		s += fmt.Sprintf(" #%d", e.Seq)
-	}
-	s += fmt.Sprintf(" on rank %d", e.Rank)
-	if e.Peer >= 0 {
-		s += fmt.Sprintf(" (peer %d)", e.Peer)
-	}
-	return s + ": " + errs.TrimPrefix(e.Err.Error())
+	return errs.OpText(e.Op, e.Seq, e.Rank, e.Peer, e.Err.Error())
 }
 
 // Unwrap returns the cause.
@@ -81,37 +72,5 @@ func (e *timeoutError) Unwrap() []error { return []error{ErrTimeout, context.Dea
 
 var invalid = errs.Invalid
 
-// relayed keeps the kind of a mismatch that reached this rank as a peer's
-// abort: across processes a peer's failure travels as text (the abort
-// frame's or the shared segment's reason), so a rank told "rank 2 failed:
-// ... mismatched collective ..." would otherwise report only ErrAborted.
-// The result also matches ErrMismatch.
-func relayed(err error) error {
-	var pe *errs.PeerError
-	if !errors.As(err, &pe) || pe.Kind != errs.ErrAborted || pe.Cause == nil || errors.Is(err, ErrMismatch) {
-		return err
-	}
-	t := pe.Cause.Error()
-	if !strings.Contains(t, "mismatched collective") && !strings.Contains(t, " while this rank called ") {
-		return err
-	}
-	return &relayedMismatch{err}
-}
-
-// relayedMismatch is a peer's abort whose reason was a mismatch.
-type relayedMismatch struct{ error }
-
-func (e *relayedMismatch) Unwrap() []error { return []error{e.error, ErrMismatch} }
-
-// peerOf extracts the peer an internal error names, or -1.
-func peerOf(err error) int {
-	var pe *errs.PeerError
-	if errors.As(err, &pe) {
-		return pe.Peer
-	}
-	var me *errs.MismatchError
-	if errors.As(err, &me) {
-		return me.Peer
-	}
-	return -1
-}
+// peerOf returns the peer an internal error names, or -1.
+func peerOf(err error) int { return culprit.Peer(err) }

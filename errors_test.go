@@ -235,6 +235,37 @@ func TestAbortSpreads(t *testing.T) {
 	}
 }
 
+// A rank that fails because a peer aborted relays the abort; the ranks
+// that learn of it from the relay name the rank that aborted, not the
+// relaying one, in OpError.Peer.
+func TestAbortRelayedNamesOrigin(t *testing.T) {
+	comms := newLocal(t, 3, nil)
+	ctx := context.Background()
+	cause := errors.New("operator gave up")
+	errs := within(t, 5*time.Second, comms, func(c *Comm) error {
+		switch c.Rank() {
+		case 1: // aborts once rank 2 waits for it
+			if err := waitP2P(comms[2]); err != nil {
+				return err
+			}
+			c.Abort(cause)
+			return nil
+		case 2:
+			return Recv(ctx, c, make([]byte, 4), 1, 9)
+		}
+		return Recv(ctx, c, make([]byte, 4), 2, 9) // rank 0 hears only from rank 2
+	})
+	for _, r := range []int{0, 2} {
+		var oe *OpError
+		if !errors.As(errs[r], &oe) || oe.Peer != 1 || !errors.Is(errs[r], ErrAborted) || !strings.Contains(oe.Error(), cause.Error()) {
+			t.Errorf("rank %d: %v, want ErrAborted naming peer 1 and its cause", r, errs[r])
+		}
+	}
+	if !strings.Contains(errs[0].Error(), "as rank 2 reported") {
+		t.Errorf("rank 0: %v, want it to say rank 2 relayed the abort", errs[0])
+	}
+}
+
 func TestTimeout(t *testing.T) {
 	comms := newLocal(t, 2, &Config{Timeout: 200 * time.Millisecond})
 	start := time.Now()

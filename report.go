@@ -2,13 +2,12 @@ package hcomm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/diag"
-	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/notice"
 	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
@@ -101,16 +100,7 @@ func (c *Comm) publishFailure(err error) {
 	if c.job == nil || !c.published.CompareAndSwap(false, true) {
 		return
 	}
-	c.job.PublishFailure(c.id, c.members[c.rank], notice.Note{From: c.rank, Lost: lostRank(err, c.size), Text: err.Error()})
-}
-
-// lostRank returns the rank whose loss err reports, or -1.
-func lostRank(err error, size int) int {
-	var pe *errs.PeerError
-	if errors.As(err, &pe) && pe.Kind == errs.ErrPeerLost && pe.Peer >= 0 && pe.Peer < size {
-		return pe.Peer
-	}
-	return -1
+	c.job.PublishFailure(c.id, c.members[c.rank], notice.Note{From: c.rank, Lost: culprit.Lost(err, c.size), Text: err.Error()})
 }
 
 // watchNotice waits for the communicator's failure notice and, when
@@ -122,77 +112,17 @@ func (c *Comm) watchNotice(ctx context.Context) {
 	if err != nil || n.From == c.rank {
 		return
 	}
-	perr := noticeErr(n)
-	c.notice.Store(perr)
+	perr := c.culprit.Noticed(n)
 	c.stateMu.Lock()
 	if c.state.Load() == stateOK {
 		// relayed: a later call fails with ErrMismatch if the
 		// notice's reason was one, as when the abort comes through the
 		// transport.
-		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, relayed(perr))
+		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, culprit.Relayed(perr))
 		c.state.Store(stateFailed)
 	}
 	c.stateMu.Unlock()
 	c.t.Abort(perr)
-}
-
-// noticeErr is the error a failure notice reports.
-func noticeErr(n notice.Note) *errs.PeerError {
-	if n.Lost >= 0 {
-		return &errs.PeerError{Peer: n.Lost, Kind: errs.ErrPeerLost,
-			Cause: fmt.Errorf("lost, as rank %d reported: %s", n.From, n.Text)}
-	}
-	return &errs.PeerError{Peer: n.From, Kind: errs.ErrAborted, Cause: errors.New(n.Text)}
-}
-
-// noticeWait bounds how long a rank whose lost peer left no note looks for
-// the communicator's notice.
-const noticeWait = 100 * time.Millisecond
-
-// whyLost finds the root cause of a peer's failure: a peer whose
-// connection dropped, or that aborted, after publishing a note that names
-// a lost rank is not the culprit; that rank is. A peer that published a
-// note of another kind is reported as having aborted, with its reason.
-// Once another rank published the communicator's notice, its root cause
-// stands for whatever follows.
-func (c *Comm) whyLost(err error) error {
-	var pe *errs.PeerError
-	if c.job == nil || !errors.As(err, &pe) || pe.Peer < 0 || pe.Peer >= c.size || pe.Peer == c.rank {
-		return err
-	}
-	if n := c.notice.Load(); n != nil {
-		if errors.Is(err, n) || n.Kind == errs.ErrPeerLost && n.Peer == pe.Peer && pe.Kind == errs.ErrPeerLost {
-			return err
-		}
-		return n
-	}
-	c.repMu.Lock()
-	defer c.repMu.Unlock()
-	if c.lostErr == err {
-		return c.lostNote
-	}
-	out := err
-	if n, ok := c.job.FailureNote(c.id, c.members[pe.Peer], c.size); ok {
-		switch {
-		case n.Lost >= 0 && n.Lost != pe.Peer && n.Lost != c.rank:
-			out = &errs.PeerError{Peer: n.Lost, Kind: errs.ErrPeerLost,
-				Cause: fmt.Errorf("lost, as rank %d reported before it failed: %s", pe.Peer, n.Text)}
-		case pe.Kind == errs.ErrPeerLost:
-			out = &errs.PeerError{Peer: pe.Peer, Kind: errs.ErrAborted,
-				Cause: fmt.Errorf("%s (its connection dropped after it reported: %s)", pe.Error(), n.Text)}
-		}
-	} else if pe.Kind == errs.ErrPeerLost {
-		// No word from the peer: unless another rank already published
-		// the communicator's failure, the peer itself is the culprit.
-		ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
-		n, nerr := c.job.WatchNotice(ctx, c.id, c.size)
-		cancel()
-		if nerr == nil && n.From != c.rank && n.Lost != pe.Peer {
-			out = noticeErr(n)
-		}
-	}
-	c.lostErr, c.lostNote = err, out
-	return out
 }
 
 // WriteState writes the communicator's flight recorder — its last
