@@ -1,25 +1,20 @@
 package hcomm
 
 import (
-	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/traceevent"
 )
 
 // traceFile writes a rank's collectives to a trace-event file
-// (HCOMM_TRACE), which Perfetto and chrome://tracing open and `hcomm trace
-// merge` joins across ranks: process = the world rank, one thread per
-// communicator, one slice per collective with its description as args,
-// and one thread per stream with its records, waits and work. It
-// observes through an Observer, after the program's own.
+// (HCOMM_TRACE, a traceevent.Rank), which Perfetto and chrome://tracing
+// open and `hcomm trace merge` joins across ranks: process = the world
+// rank, one thread per communicator, one slice per collective with its
+// description as args, and one thread per stream with its records, waits
+// and work. It observes through an Observer, after the program's own.
 type traceFile struct {
-	mu   sync.Mutex
-	w    *traceevent.Writer // nil once closed
-	pid  int
-	tids map[string]int // per communicator ("comm ID") and stream ("stream NAME")
+	*traceevent.Rank
 	user *Observer
 }
 
@@ -29,14 +24,11 @@ func traceFileName(pattern string, rank int) string { return traceevent.RankFile
 // openTrace starts world rank rank's trace file; user is the program's
 // Observer (nil: none).
 func openTrace(pattern string, rank int, user *Observer) (*traceFile, error) {
-	name := traceFileName(pattern, rank)
-	f, err := os.Create(name)
+	r, err := traceevent.CreateRank(pattern, rank)
 	if err != nil {
 		return nil, invalid("HCOMM_TRACE: %v", err)
 	}
-	t := &traceFile{w: traceevent.NewWriter(f), pid: rank, tids: map[string]int{}, user: user}
-	t.w.Process(rank, "rank "+strconv.Itoa(rank))
-	return t, nil
+	return &traceFile{r, user}, nil
 }
 
 // observer returns the Observer that feeds the file and the program's.
@@ -46,22 +38,6 @@ func (t *traceFile) observer() *Observer {
 		o.OpStart = t.user.OpStart
 	}
 	return o
-}
-
-// tid returns communicator comm's thread, naming it the first time.
-// t.mu is held.
-func (t *traceFile) tid(comm string) int { return t.thread("comm " + comm) }
-
-// thread returns the thread named name, naming it the first time. t.mu
-// is held.
-func (t *traceFile) thread(name string) int {
-	tid, ok := t.tids[name]
-	if !ok {
-		tid = len(t.tids)
-		t.tids[name] = tid
-		t.w.Thread(t.pid, tid, name)
-	}
-	return tid
 }
 
 // stream writes what a stream did on the stream's own thread: records as
@@ -77,19 +53,14 @@ func (t *traceFile) stream(e StreamEvent) {
 	if e.Err != nil {
 		args["error"] = e.Err.Error()
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.w == nil {
-		return
-	}
-	tid := t.thread("stream " + e.Stream)
+	thread := "stream " + e.Stream
 	switch e.Kind {
 	case "record":
-		t.w.Instant(t.pid, tid, "record "+e.Event, "stream", e.Start, args)
+		t.Instant(thread, "record "+e.Event, "stream", e.Start, args)
 	case "wait":
-		t.w.Slice(t.pid, tid, "wait "+e.Event, "stream", e.Start, e.Duration, args)
+		t.Slice(thread, "wait "+e.Event, "stream", e.Start, e.Duration, args)
 	default:
-		t.w.Slice(t.pid, tid, e.Kind, "stream", e.Start, e.Duration, args)
+		t.Slice(thread, e.Kind, "stream", e.Start, e.Duration, args)
 	}
 }
 
@@ -99,12 +70,7 @@ func (t *traceFile) bucketLaunch(e BucketEvent) {
 	}
 	args := map[string]any{"comm": e.Comm, "bucket": e.Bucket, "bytes": e.Bytes, "tensors": e.Tensors,
 		"not_ready": e.NotReady, "flushed": e.Flushed}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.w == nil {
-		return
-	}
-	t.w.Instant(t.pid, t.tid(e.Comm), "bucket "+strconv.Itoa(e.Bucket), "bucket", e.At, args)
+	t.Instant("comm "+e.Comm, "bucket "+strconv.Itoa(e.Bucket), "bucket", e.At, args)
 }
 
 func (t *traceFile) opEnd(e OpEvent) {
@@ -117,25 +83,14 @@ func (t *traceFile) opEnd(e OpEvent) {
 	if e.Err != nil {
 		args["error"] = e.Err.Error()
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.w == nil {
-		return
-	}
-	t.w.Slice(t.pid, t.tid(e.Comm), e.Op, "collective", e.Start, e.Duration, args)
+	t.Slice("comm "+e.Comm, e.Op, "collective", e.Start, e.Duration, args)
 }
 
-// close finishes the file; later collectives are not written.
+// close finishes the file (none: nothing); later collectives are not
+// written.
 func (t *traceFile) close() error {
 	if t == nil {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.w == nil {
-		return nil
-	}
-	err := t.w.Close()
-	t.w = nil
-	return err
+	return t.Rank.Close()
 }
