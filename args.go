@@ -66,7 +66,7 @@ func (c *Comm) checkArgs(a *args) error {
 func (c *Comm) check(a *args, k *call) error {
 	var r argcheck.Call
 	err := argcheck.Check(a, c.rank, c.size, &r)
-	*k = call{name: a.Name(), coll: a.Coll, count: r.Count, root: r.Root, inPlace: r.InPlace, spec: r.Spec,
-		dt: r.DT, op: r.Op, in: r.In, out: r.Out, avg: r.Avg, digest: r.Digest}
+	k.name, k.coll, k.count, k.root, k.inPlace, k.spec = a.Name(), a.Coll, r.Count, r.Root, r.InPlace, r.Spec
+	k.dt, k.op, k.in, k.out, k.avg, k.digest = r.DT, r.Op, r.In, r.Out, r.Avg, r.Digest
 	return err
 }
