@@ -20,7 +20,10 @@ func TestLayoutChoice(t *testing.T) {
 	}{
 		{"no layout", nil, "", sched.AllReduce, 16 << 20, "hd"},
 		{"2x2 large", &consecutive, "", sched.AllReduce, 16 << 20, "hier"},
-		{"2x2 interleaved large", &interleaved, "", sched.AllReduce, 16 << 20, "hier"},
+		// Halving-doubling's first round pairs r with r^2, on one host
+		// here: what is left crosses with the same bytes per NIC as the
+		// rails, so it costs what hier costs less hier's extra steps.
+		{"2x2 interleaved large", &interleaved, "", sched.AllReduce, 16 << 20, "hd"},
 		// The multi-rail forms move (H−1)/H of the data through a NIC,
 		// the host-ordered ring (n−1)/n.
 		{"interleaved allgather", &interleaved, "", sched.AllGather, 4 << 20, "hier"},
@@ -87,5 +90,73 @@ func TestLayoutChoice(t *testing.T) {
 	}
 	if _, err := ParseOverrides("allreduce=hyper"); err == nil {
 		t.Error("unknown name accepted")
+	}
+}
+
+// TestFlatOnHosts checks that the flat algorithms on a communicator
+// spanning hosts are priced by the links their messages take.
+func TestFlatOnHosts(t *testing.T) {
+	consecutive := algo.Layout{Hosts: [][]int{{0, 1}, {2, 3}}}
+	interleaved := algo.Layout{Hosts: [][]int{{0, 2}, {1, 3}}}
+	cost := func(l algo.Layout, name string, count int) (flat, linked float64) {
+		p := New(0, 4, NetworkModel, nil)
+		if err := p.SetLayout(l); err != nil {
+			t.Fatal(err)
+		}
+		a, ok := algo.Lookup(sched.AllReduce, name)
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		s := sched.Uniform(sched.AllReduce, 4, count, 0, false)
+		if !p.pricesLinks(s, 4) {
+			t.Fatal("not priced by links")
+		}
+		flat = p.model.Cost(a, 4, 0, float64(4*count))
+		return flat, p.onHosts(a, s, 4, flat)
+	}
+	const big = 4 << 20
+	// The rank-order ring crosses on one edge per host consecutively and
+	// on every edge interleaved, two edges sharing each NIC: twice the
+	// time at the same bytes.
+	flat, cons := cost(consecutive, "ring", big)
+	_, inter := cost(interleaved, "ring", big)
+	if r := inter / cons; r < 1.7 || r > 2.1 { // less than 2 by the reductions
+		t.Errorf("ring interleaved/consecutive = %.2f, want about 2", r)
+	}
+	if r := cons / flat; r < 0.95 || r > 1.05 {
+		t.Errorf("ring consecutive/every message across = %.2f, want 1", r)
+	}
+	// Halving-doubling is the other way round: its first round stays on
+	// one host when interleaved and crosses (both ranks through one NIC)
+	// when consecutive.
+	_, hdCons := cost(consecutive, "hd", big)
+	_, hdInter := cost(interleaved, "hd", big)
+	if hdInter >= hdCons/1.5 {
+		t.Errorf("hd interleaved %.3g, consecutive %.3g: want the interleaved at least 1.5× cheaper", hdInter, hdCons)
+	}
+	// Larger communicators, and calls whose counts differ, keep the
+	// every-message-across price.
+	p := New(0, maxLinkRanks+1, NetworkModel, nil)
+	var hosts [][]int
+	for r := 0; r <= maxLinkRanks; r += 5 {
+		var h []int
+		for i := r; i < min(r+5, maxLinkRanks+1); i++ {
+			h = append(h, i)
+		}
+		hosts = append(hosts, h)
+	}
+	if err := p.SetLayout(algo.Layout{Hosts: hosts}); err != nil {
+		t.Fatal(err)
+	}
+	if p.pricesLinks(sched.Uniform(sched.AllReduce, maxLinkRanks+1, 8, 0, false), 4) {
+		t.Error("priced by links past maxLinkRanks")
+	}
+	q := New(0, 4, NetworkModel, nil)
+	if err := q.SetLayout(consecutive); err != nil {
+		t.Fatal(err)
+	}
+	v := sched.Spec{Coll: sched.AllGather, N: 4, Counts: []int{1, 2, 3, 4}}
+	if q.pricesLinks(v, 4) {
+		t.Error("uneven AllGather priced by links")
 	}
 }

@@ -263,6 +263,7 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 		}
 	}
 	bytes, priced := callBytes(s, elemSize)
+	linked := priced && p.pricesLinks(s, elemSize)
 	var best algo.Algorithm
 	bestCost := math.Inf(1)
 	for _, a := range algo.For(s.Coll) {
@@ -273,14 +274,18 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 			best = a
 			break
 		}
-		if c := p.model.Cost(a, s.N, s.Root, bytes); c < bestCost || best.Build == nil {
+		c := p.model.Cost(a, s.N, s.Root, bytes)
+		if linked {
+			c = p.onHosts(a, s, elemSize, c)
+		}
+		if c < bestCost || best.Build == nil {
 			best, bestCost = a, c
 		}
 	}
 	if best.Build == nil {
 		return best, fmt.Errorf("%w: %s on %d ranks", ErrNoAlgorithm, s.Coll, s.N)
 	}
-	return p.chooseLayout(s, elemSize, best, bestCost), nil
+	return p.chooseLayout(s, elemSize, best, bestCost, linked), nil
 }
 
 // callBytes returns the size of s in bytes as the cost functions take it

@@ -42,6 +42,35 @@ func CriticalPath(progs []*Program, r Rates) (float64, error) {
 	return cp.run(progs)
 }
 
+// Hosts places the ranks of a call on hosts for CriticalPathHosts: Host[r]
+// is rank r's host (0 ≤ Host[r] < len of the hosts), Inter the α and β of
+// a message between hosts.
+type Hosts struct {
+	Host  []int
+	Inter Rates
+}
+
+// CriticalPathHosts is CriticalPath with each message priced by the link
+// it takes: a message between ranks of one host costs r.Alpha +
+// r.Beta·length, one between hosts h.Inter.Alpha + h.Inter.Beta·length,
+// and the messages leaving one host take turns on its link (the host's
+// NIC), as a rank's messages take turns on its port. Gamma and Delta are
+// r's.
+func CriticalPathHosts(progs []*Program, r Rates, h Hosts) (float64, error) {
+	if len(h.Host) != len(progs) {
+		return 0, fmt.Errorf("sched: critical path: %d hosts for %d ranks", len(h.Host), len(progs))
+	}
+	hosts := 0
+	for rank, x := range h.Host {
+		if x < 0 || x >= len(progs) {
+			return 0, fmt.Errorf("sched: critical path: rank %d on host %d", rank, x)
+		}
+		hosts = max(hosts, x+1)
+	}
+	cp := cpSim{rates: r, ranks: make([]cpRank, len(progs)), host: h.Host, inter: h.Inter, nicFree: make([]float64, hosts)}
+	return cp.run(progs)
+}
+
 // cpSim is the state of one CriticalPath call.
 type cpSim struct {
 	rates Rates
@@ -50,6 +79,15 @@ type cpSim struct {
 	queue cpQueue
 	seq   int
 	done  float64
+
+	host    []int // for CriticalPathHosts: each rank's host
+	inter   Rates
+	nicFree []float64 // when each host's link is next free
+}
+
+// crosses reports whether m goes between hosts.
+func (cp *cpSim) crosses(m *cpMsg) bool {
+	return cp.host != nil && cp.host[m.from] != cp.host[m.to]
 }
 
 type cpRank struct {
@@ -156,6 +194,10 @@ func (cp *cpSim) run(progs []*Program) (float64, error) {
 			continue
 		}
 		end := at + cp.rates.Alpha + cp.rates.Beta*float64(m.length)
+		if cp.crosses(m) {
+			end = at + cp.inter.Alpha + cp.inter.Beta*float64(m.length)
+			cp.nicFree[cp.host[m.from]] = end
+		}
 		cp.ranks[m.from].sendFree, cp.ranks[m.to].recvFree = end, end
 		// The sender's op is complete.
 		cp.complete(m.from, end, stepMsgs)
@@ -231,7 +273,11 @@ func (cp *cpSim) complete(r int, t float64, stepMsgs [][][2][]int) {
 
 // earliest returns when message m can start, both ends being ready.
 func (cp *cpSim) earliest(m *cpMsg) float64 {
-	return max(m.sendReady, m.recvReady, cp.ranks[m.from].sendFree, cp.ranks[m.to].recvFree)
+	t := max(m.sendReady, m.recvReady, cp.ranks[m.from].sendFree, cp.ranks[m.to].recvFree)
+	if cp.crosses(m) {
+		t = max(t, cp.nicFree[cp.host[m.from]])
+	}
+	return t
 }
 
 // enqueue queues message i once both of its ends are ready.

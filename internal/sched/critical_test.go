@@ -79,3 +79,55 @@ func TestCriticalPathErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCriticalPathHosts(t *testing.T) {
+	in := func(n int) Region { return R(In, 0, n) }
+	outR := func(off, n int) Region { return R(Out, off, n) }
+	// Ranks 0 and 1 each send 4 elements to rank 2 and rank 3.
+	two := []*Program{
+		prog(0, 4, st(SendOp(2, in(4)))),
+		prog(1, 4, st(SendOp(3, in(4)))),
+		prog(2, 4, st(RecvOp(0, outR(0, 4)))),
+		prog(3, 4, st(RecvOp(1, outR(0, 4)))),
+	}
+	intra, inter := Rates{Alpha: 1, Beta: 1}, Rates{Alpha: 10, Beta: 10}
+	tests := []struct {
+		name  string
+		progs []*Program
+		host  []int
+		want  float64
+	}{
+		{"one host", two, []int{0, 0, 0, 0}, 5},
+		// Both messages leave host 0: they take turns on its link.
+		{"two messages share a NIC", two, []int{0, 0, 1, 1}, 100},
+		{"each host sends one", two, []int{0, 1, 1, 0}, 50},
+		{"one crosses", two, []int{0, 0, 1, 0}, 50},
+		{"exchange is full duplex", []*Program{
+			prog(0, 2, st(SendOp(1, in(4)), RecvOp(1, outR(0, 4)))),
+			prog(1, 2, st(SendOp(0, in(4)), RecvOp(0, outR(0, 4)))),
+		}, []int{0, 1}, 50},
+	}
+	for _, tt := range tests {
+		got, err := CriticalPathHosts(tt.progs, intra, Hosts{Host: tt.host, Inter: inter})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// Every rank on its own host is CriticalPath at the inter-host rates
+	// when no host sends two messages at once.
+	for _, p := range [][]*Program{two} {
+		a, _ := CriticalPath(p, inter)
+		b, _ := CriticalPathHosts(p, intra, Hosts{Host: []int{0, 1, 2, 3}, Inter: inter})
+		if a != b {
+			t.Errorf("one rank per host: %v, CriticalPath %v", b, a)
+		}
+	}
+	for _, host := range [][]int{{0, 0}, {0, 0, 0, -1}, {0, 0, 0, 4}} {
+		if _, err := CriticalPathHosts(two, intra, Hosts{Host: host, Inter: inter}); err == nil {
+			t.Errorf("hosts %v: no error", host)
+		}
+	}
+}

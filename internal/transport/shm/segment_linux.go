@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/shmdir"
+	"github.com/hcomm-go/hcomm/internal/topo"
 )
 
 // Segment geometry. Offsets are in bytes from the start of the segment or
@@ -131,6 +132,33 @@ func (s *segment) ringOffset(i, j int) int {
 		k--
 	}
 	return pageSize + s.n*(pageSize+groupBlock) + k*stride
+}
+
+// homeNode returns the NUMA node of this process's CPUs, or -1 on a
+// machine of one node or when they span nodes (topo.LocalHomeNode). Tests
+// replace it.
+var homeNode = topo.LocalHomeNode
+
+// placeIncoming places the rings local rank me reads on NUMA node node:
+// the creator reserved every page of the segment on its own node, so me
+// faults its rings in and moves them (topo.Place), before any peer has
+// touched them. The policy stays with the segment's pages, so it places
+// any page reserved later too.
+func (s *segment) placeIncoming(me, node int) error {
+	stride, _, _ := geometry(s.n, s.slotBytes, s.slots)
+	for j := 0; j < s.n; j++ {
+		if j == me {
+			continue
+		}
+		off := s.ringOffset(j, me)
+		for p := off; p < off+stride; p += pageSize {
+			atomic.LoadUint32(s.u32(p))
+		}
+		if err := topo.Place(s.mem[off:off+stride], node); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // groupOffset returns the offset of local rank i's block of the group

@@ -175,6 +175,11 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm transport: %w", err)
 	}
+	if node := homeNode(); node >= 0 {
+		if err := seg.placeIncoming(t.me, node); err != nil {
+			t.log.Debug("shm: cannot place the rings on this rank's NUMA node", "node", node, "err", err)
+		}
+	}
 	if err := seg.awaitAttached(ctx); err != nil {
 		seg.setReason(t.me, "setup failed: "+err.Error())
 		atomic.OrUint32(seg.state(t.me), stateAborted)
