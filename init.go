@@ -48,6 +48,9 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
 	}
 	vals.Log(set.log)
+	if err := bindSelf(vals.BindTo, jc.LocalRank, vals.LocalSize); err != nil {
+		return nil, &OpError{Op: "Init", Rank: jc.Rank, Peer: -1, Err: err}
+	}
 	var tf *traceFile
 	if vals.Trace != "" {
 		if tf, err = openTrace(vals.Trace, jc.Rank, set.observer); err != nil {

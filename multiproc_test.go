@@ -78,6 +78,8 @@ func TestRankProcess(t *testing.T) {
 		rankScript(t, c)
 	case "hostile":
 		rankHostile(t, c)
+	case "bound":
+		rankBound(t, c)
 	case "topo":
 		rankTopology(t, c)
 		rankMatrix[float32](t, []*Comm{c})

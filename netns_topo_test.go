@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/internal/transport/mux"
 	"github.com/hcomm-go/hcomm/internal/transport/shm"
 )
@@ -127,6 +129,22 @@ func TestMultiHostTopology(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	})
+	// Ranks started through the rsh bind themselves (HCOMM_BIND_TO): the
+	// launcher no longer binds the rsh command, so every thread on the
+	// rank's CPUs shows that the rank did it.
+	for _, policy := range []string{"core", "numa"} {
+		t.Run("bind-to "+policy+" through rsh", func(t *testing.T) {
+			allowed, err := topo.AllowedCPUs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"HCOMM_TEST_ALLOWED=" + topo.FormatCPUList(allowed), "HCOMM_TEST_BIND=" + policy}
+			f := append(with(env), "--bind-to", policy)
+			if out, err := launch(t, f, prefix, "bound", env...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
 	t.Run("contradicting rank table", func(t *testing.T) {
 		env := []string{"HCOMM_RANK_TABLE=" + table, "HCOMM_TEST_WANT_ALGO=hier"}
 		out, err := launch(t, with(env), prefix, "topo", env...)
@@ -137,4 +155,43 @@ func TestMultiHostTopology(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	})
+}
+
+// rankBound checks that every thread of this rank runs on the CPUs
+// hcomm run --bind-to $HCOMM_TEST_BIND gives its local rank, out of the
+// launcher's CPUs $HCOMM_TEST_ALLOWED, and that a collective works.
+func rankBound(t *testing.T, c *Comm) {
+	allowed, err := topo.ParseCPUList(os.Getenv("HCOMM_TEST_ALLOWED"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := topo.Probe(topo.System())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr, _ := strconv.Atoi(os.Getenv("HCOMM_LOCAL_RANK"))
+	ls, _ := strconv.Atoi(os.Getenv("HCOMM_LOCAL_SIZE"))
+	want, err := topo.Bind(os.Getenv("HCOMM_TEST_BIND"), m, allowed, lr, ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := []int64{1}
+	if err := AllReduce(context.Background(), c, v, v, Sum); err != nil || v[0] != int64(c.Size()) {
+		t.Fatalf("AllReduce: %v, %d", err, v[0])
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != topo.FormatCPUList(want) {
+				t.Errorf("rank %d (local %d of %d): thread %s on CPUs %s, want %s", c.Rank(), lr, ls, task.Name(), strings.TrimSpace(v), topo.FormatCPUList(want))
+			}
+		}
+	}
 }

@@ -33,6 +33,33 @@ func discover(jc boot.JobConfig, log *slog.Logger) topo.Card {
 	return card
 }
 
+// bindSelf binds every thread of this process under HCOMM_BIND_TO
+// (policy), which hcomm run --bind-to sets on the ranks it starts through
+// --rsh, since binding the rsh command does not reach a rank on another
+// machine: the CPUs are topo.Bind's for the rank's local rank and the
+// host's local size, on this machine's CPUs.
+func bindSelf(policy string, localRank, localSize int) error {
+	if policy == "" || policy == topo.BindNone {
+		return nil
+	}
+	if localRank < 0 || localSize < 1 || localRank >= localSize {
+		return invalid("HCOMM_BIND_TO=%s needs HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE (local rank %d of %d)", policy, localRank, localSize)
+	}
+	m, err := topo.Probe(topo.System())
+	if err != nil {
+		return fmt.Errorf("HCOMM_BIND_TO: %w", err)
+	}
+	allowed, err := topo.AllowedCPUs()
+	if err != nil {
+		return fmt.Errorf("HCOMM_BIND_TO: %w", err)
+	}
+	cpus, err := topo.Bind(policy, m, allowed, localRank, localSize)
+	if err != nil {
+		return invalid("HCOMM_BIND_TO=%s: %v", policy, err)
+	}
+	return topo.BindProcess(cpus)
+}
+
 // pollCPUs returns the CPUs the executor's workers are pinned to under
 // HCOMM_CPU_AFFINITY (spec), nil for none.
 func pollCPUs(spec string, card topo.Card) ([]int, error) {

@@ -84,10 +84,11 @@ import (
 // exec): core gives local rank i the i-th CPU the launcher may use
 // (wrapping when the ranks outnumber them), numa spreads the local ranks
 // over the NUMA nodes, consecutive ranks on one node, each bound to its
-// node's CPUs. A remote rank's rsh command is bound the same way, which
-// reaches the rank when the command runs it on this machine (network
-// namespaces, containers) but not over ssh. A bound rank pins its polling
-// goroutines to its CPUs (HCOMM_CPU_AFFINITY=auto).
+// node's CPUs. A rank started through --rsh binds itself the same way on
+// its own machine at Init (HCOMM_BIND_TO, with its local rank and the
+// host's local size), since binding the rsh command would not reach a
+// rank over ssh. A bound rank pins its polling goroutines to its CPUs
+// (HCOMM_CPU_AFFINITY=auto).
 //
 // Output. The ranks' standard output and error go to the launcher's, a line
 // at a time, so that lines of different ranks never mix; with --tag-output
@@ -495,6 +496,10 @@ func (j *job) rankVars(p placement) []string {
 	}
 	if !p.local {
 		vars = append(vars, "HCOMM_HOSTNAME="+p.host)
+		if j.cfg.bindTo != "" && j.cfg.bindTo != topo.BindNone {
+			// The rank binds itself on its own machine (Init).
+			vars = append(vars, "HCOMM_BIND_TO="+j.cfg.bindTo)
+		}
 	}
 	return vars
 }
@@ -654,7 +659,7 @@ func (j *job) start(r *rankProc, exited chan<- *rankProc) error {
 		}
 	}
 	var cpus []int
-	if err == nil {
+	if err == nil && r.local {
 		cpus, err = j.binding(r.placement)
 	}
 	if err == nil {

@@ -100,6 +100,8 @@ type Values struct {
 	Topology       string // "" (auto) or "off"
 	RankTable      string // topology file path, or ""
 	CPUAffinity    string // HCOMM_CPU_AFFINITY as given ("" = auto), checked by the topology layer
+	BindTo         string // HCOMM_BIND_TO as given ("" = none), checked by the topology layer
+	LocalSize      int    // HCOMM_LOCAL_SIZE (set by hcomm run), or 0
 	Trace          string // trace-event file name pattern (HCOMM_TRACE), or ""
 	// ProcsSet says the environment sets GOMAXPROCS: oversubscribed ranks
 	// then keep it rather than lowering it to their share of the CPUs.
@@ -488,6 +490,15 @@ var Table = []Var{
 		Doc: "set by hcomm run: the rank within the host (Init logs it)"},
 	{Name: "HCOMM_LOCAL_SIZE", Type: "int", Scope: Program,
 		Doc: "set by hcomm run: the number of ranks on the host"},
+	{Name: "HCOMM_BIND_TO", Type: "none|core|numa", Default: "none",
+		Doc:   "set by hcomm run --bind-to on the ranks it starts through --rsh: the rank binds itself at Init (by HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE), as hcomm run binds the ranks it starts on its own machine",
+		parse: stringVar(func(v *Values) *string { return &v.BindTo }),
+		show: func(v *Values) string {
+			if v.BindTo == "" {
+				return "none"
+			}
+			return v.BindTo
+		}},
 	{Name: "HCOMM_TEST_*", Scope: Test, Doc: "the root package's test children"},
 	{Name: "HCOMM_SHM_TEST_*", Scope: Test, Doc: "the shm transport's test children"},
 	{Name: "HCOMM_TCP_TEST_*", Scope: Test, Doc: "the TCP transport's test children"},
@@ -567,6 +578,9 @@ func Load(lookup func(string) (string, bool)) (Values, error) {
 	}
 	if s, ok := lookup("GOMAXPROCS"); ok && s != "" {
 		v.ProcsSet = true
+	}
+	if s, ok := lookup("HCOMM_LOCAL_SIZE"); ok {
+		v.LocalSize, _ = strconv.Atoi(strings.TrimSpace(s))
 	}
 	v.RankErr = v.rankSize(lookup)
 	ids := make([]string, len(jobIDVars))

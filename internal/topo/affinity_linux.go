@@ -1,7 +1,9 @@
 package topo
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,4 +82,40 @@ func WithCPUs(cpus []int, f func() error) error {
 	// A thread that could not be restored stays locked to this
 	// goroutine's end and is not reused.
 	return err
+}
+
+// BindProcess lets every thread of this process run only on cpus, as
+// if the process had been started bound to them: the rank binds itself
+// where its launcher could not (a rank started over ssh). Threads the
+// process starts later inherit the mask of the thread that starts them,
+// so the threads are bound until a pass over /proc/self/task finds none
+// it has not bound. Empty cpus does nothing.
+func BindProcess(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	set := cpuSet(cpus)
+	bound := map[int]bool{}
+	for {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || bound[tid] {
+				continue
+			}
+			// A thread that ended meanwhile (ESRCH) needs no binding.
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+				return err
+			}
+			bound[tid] = true
+			fresh++
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
 }

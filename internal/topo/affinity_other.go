@@ -22,3 +22,6 @@ func Pin(cpus []int) error { return nil }
 
 // WithCPUs runs f: where threads cannot be given CPUs, nothing is bound.
 func WithCPUs(cpus []int, f func() error) error { return f() }
+
+// BindProcess does nothing where threads cannot be given CPUs.
+func BindProcess(cpus []int) error { return nil }
