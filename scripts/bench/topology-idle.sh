@@ -1,0 +1,70 @@
+#!/bin/sh
+# topology-idle.sh — issue 12's latency-bound rows, for an idle machine
+# (the shaped-link bandwidth rows are topology-ab.sh's). Run as root from
+# the repository root:
+#
+#   scripts/bench/topology-idle.sh [ROUNDS] > idle.csv
+#   python3 scripts/bench/topology-summary.py idle.csv
+#
+# Every setting is run once per round, alternated, so the medians compare
+# settings measured side by side. Rows (the "impl" column says which):
+#   rtt ...      small messages across hosts: 8 B AllReduce and Barrier on
+#                2 namespaces × 2 ranks, default vs HCOMM_TOPOLOGY=off, and
+#                the reference exchange: 2 ranks, one per namespace (a
+#                2-rank AllReduce or Barrier is one message each way at
+#                once, so its time is one one-way trip plus the library's
+#                cost; the round trip is twice that);
+#   pick ...     the planner against every forced AllReduce algorithm,
+#                8 B to 64 MiB on 2 × 2, consecutive (slot) and interleaved
+#                (node); the default should be within 10% of the best;
+#   bind ...     affinity cost on this machine: 2 ranks over shared memory,
+#                8 B and 32 MiB AllReduce, --bind-to none vs core vs numa.
+# The namespaces' links are shaped to RATE (default 10gbit: latency rows
+# want the link fast; pass 1gbit to compare with topology-ab.sh).
+set -eu
+ROUNDS=${1:-5}
+RATE=${RATE:-10gbit}
+WORK=${WORK:-/tmp/hcomm-topoidle}
+SHARED=${SHARED:-../shared/bench}
+mkdir -p "$WORK"
+go build -o "$WORK/hcomm" ./cmd/hcomm
+sed -e 's/^PFX=cbench/PFX=tpi/' -e 's/^SUBNET_PREFIX=192.168.77/SUBNET_PREFIX=192.168.81/' "$SHARED/netns.sh" >"$WORK/netns.sh"
+chmod +x "$WORK/netns.sh"
+printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "$host" sh -c "$*"\n' >"$WORK/nsrsh"
+chmod +x "$WORK/nsrsh"
+"$WORK/netns.sh" up 2 "$RATE" >/dev/null
+trap '"$WORK/netns.sh" down' EXIT
+
+# ns HOSTS MAP LABEL OP B E F [VAR=VALUE...]: one sweep across namespaces.
+ns() {
+	hosts=$1 map=$2 label=$3 op=$4 b=$5 e=$6 f=$7
+	shift 7
+	xs=""
+	for kv in "$@"; do xs="$xs -x $kv"; done
+	ip netns exec tpi0 "$WORK/hcomm" run --hosts "$hosts" --map-by "$map" --rsh "$WORK/nsrsh" \
+		--store-addr 192.168.81.10:0 --timeout 5m $xs -- \
+		"$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "$label"
+}
+
+# local BIND SIZE: 2 ranks on this machine, bound by --bind-to BIND.
+local_() {
+	"$WORK/hcomm" run -n 2 --bind-to "$1" -- \
+		"$WORK/hcomm" perf -op allreduce -b "$2" -e "$2" -T 1s -csv -H -label "bind $1"
+}
+
+for _ in $(seq "$ROUNDS"); do
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 default" allreduce,barrier 8 8 2
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 off" allreduce,barrier 8 8 2 HCOMM_TOPOLOGY=off
+	ns tpi0:1,tpi1:1 slot "rtt 1x1 exchange" allreduce,barrier 8 8 2
+	for map in slot node; do
+		ns tpi0:2,tpi1:2 "$map" "pick $map default" allreduce 8 64M 8
+		for a in ring rd hd dbtree hring hier leader; do
+			ns tpi0:2,tpi1:2 "$map" "pick $map $a" allreduce 8 64M 8 HCOMM_ALGO=allreduce=$a
+		done
+	done
+	for size in 8 32M; do
+		for bind in none core numa; do
+			local_ "$bind" "$size"
+		done
+	done
+done
