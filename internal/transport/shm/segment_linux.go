@@ -141,9 +141,10 @@ var homeNode = topo.LocalHomeNode
 
 // placeIncoming places the rings local rank me reads on NUMA node node:
 // the creator reserved every page of the segment on its own node, so me
-// faults its rings in and moves them (topo.Place), before any peer has
-// touched them. The policy stays with the segment's pages, so it places
-// any page reserved later too.
+// faults its rings in and moves them (topo.Place) right after mapping the
+// segment. A page a peer has mapped already is not moved (a fast peer may
+// have started writing): placement is best effort. The policy stays with
+// the segment's pages, so it places any page reserved later too.
 func (s *segment) placeIncoming(me, node int) error {
 	stride, _, _ := geometry(s.n, s.slotBytes, s.slots)
 	for j := 0; j < s.n; j++ {
