@@ -12,6 +12,8 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/settings"
 	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/store"
@@ -160,12 +162,38 @@ func printTopo(w io.Writer, t *topo.Topology, interGbit float64) {
 	if interGbit <= 0 {
 		interGbit = 10
 	}
-	lc := algo.LinkCosts{Intra: algo.Link{Alpha: 1e-6, Beta: 1 / 8e9}, Inter: algo.Link{Alpha: 30e-6, Beta: 8 / (interGbit * 1e9)}, Gamma: 1 / 8e9}
 	fmt.Fprintf(w, "allreduce choice (inter-host %g Gbit/s):", interGbit)
 	for _, b := range []float64{8, 64 << 10, 1 << 20, 16 << 20, 256 << 20} {
-		fmt.Fprintf(w, " %s=%s", sizeName(b), algo.ChooseAllReduce(l, b, lc))
+		fmt.Fprintf(w, " %s=%s", sizeName(b), plannerChoice(l, b, interGbit))
 	}
 	fmt.Fprintln(w)
+}
+
+// plannerChoice returns the AllReduce the planner picks for a float32
+// vector of bytes bytes on layout l with inter-host links of interGbit:
+// a communicator of one host is costed with the memory model, one across
+// hosts with the network model and the inter-host link.
+func plannerChoice(l algo.Layout, bytes float64, interGbit float64) string {
+	n := 0
+	for _, h := range l.Hosts {
+		n += len(h)
+	}
+	m := plan.MemoryModel
+	if len(l.Hosts) > 1 {
+		m = plan.NetworkModel
+	}
+	p := plan.New(0, n, m, nil)
+	if err := p.SetLayout(l); err != nil {
+		return "?"
+	}
+	if len(l.Hosts) > 1 {
+		p.SetInterLink(algo.Link{Alpha: plan.NetworkModel.Alpha, Beta: 8 / (interGbit * 1e9)})
+	}
+	a, err := p.Choose(sched.Uniform(sched.AllReduce, n, max(int(bytes)/4, 1), 0, false), 4)
+	if err != nil {
+		return "?"
+	}
+	return a.Name
 }
 
 func sizeName(b float64) string {
