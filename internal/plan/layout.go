@@ -25,6 +25,9 @@ func (p *Planner) SetLayout(l algo.Layout) error {
 	p.layout = algo.ForLayout(l)
 	p.hosts = len(l.Hosts)
 	p.lay = l
+	p.mu.Lock()
+	clear(p.ratios)
+	p.mu.Unlock()
 	return nil
 }
 
@@ -51,6 +54,9 @@ func (p *Planner) layoutAlgo(c sched.Coll, name string) (algo.Algorithm, bool) {
 func (p *Planner) SetInterLink(l algo.Link) {
 	p.inter = &l
 	p.model.Alpha, p.model.Beta = l.Alpha, l.Beta
+	p.mu.Lock()
+	clear(p.ratios)
+	p.mu.Unlock()
 }
 
 // InterLink returns what SetInterLink set, and false if it was not called.
@@ -80,46 +86,92 @@ var layoutColls = []sched.Coll{sched.AllReduce, sched.AllGather, sched.ReduceSca
 // maxLinkRanks is the most ranks whose flat programs the planner prices
 // link by link (onHosts); a larger communicator spanning hosts prices them
 // as if every message crossed hosts.
-const maxLinkRanks = 64
+const maxLinkRanks = 16
 
 // pricesLinks reports whether the flat algorithms for s are priced link by
 // link: on a communicator spanning hosts, of at most maxLinkRanks ranks,
-// for a call every rank knows alike (the same count from every rank).
+// for a collective with layout algorithms and a call every rank knows
+// alike (the same count from every rank).
 func (p *Planner) pricesLinks(s sched.Spec, elemSize int) bool {
-	if p.hosts <= 1 || s.N > maxLinkRanks || s.N != p.n {
+	if p.hosts <= 1 || s.N > maxLinkRanks || s.N != p.n || !slices.Contains(layoutColls, s.Coll) {
 		return false
 	}
 	_, uniform := p.keyOf(s, elemSize)
 	return uniform
 }
 
+// linkKey identifies the programs whose link ratios are cached: an
+// algorithm of a collective, and the root of a rooted one.
+type linkKey struct {
+	coll sched.Coll
+	name string
+	root int
+}
+
+// linkRatios are what placing an algorithm's messages on their links does
+// to its critical path: the latency part (Alpha) and the bytes part
+// (Beta), each the critical path with every message on the link it takes
+// over the critical path with every message between hosts.
+type linkRatios struct{ alpha, beta float64 }
+
 // onHosts prices the flat algorithm a on the call s by the links its
-// messages take: cost (what a's cost function gives with every message
-// between hosts) scaled by the critical path of a's programs on the
-// layout — messages within a host at MemoryModel's α and β, messages
-// between hosts at the inter-host link, the messages leaving a host taking
-// turns on its NIC — over their critical path with every message priced
-// as one between hosts. The ratio keeps what the cost function knows and
-// the critical path does not (pipelining) and charges what it does not
-// know: which messages stay inside a host and which share a NIC. The call
-// is priced out of place, as Choose prices it.
-func (p *Planner) onHosts(a algo.Algorithm, s sched.Spec, elemSize int, cost float64) float64 {
-	s.InPlace = false
+// messages take. a's cost function gives the messages (α) and bytes (β)
+// on its critical path with every message between hosts; each part is
+// scaled by its linkRatios, measured once per algorithm (and root) on a's
+// programs for all ranks with sched.CriticalPathHosts — messages within a
+// host at MemoryModel's α and β, between hosts at the inter-host link, the
+// messages leaving a host taking turns on its NIC. The scaling keeps what the
+// cost function knows and the critical path does not (pipelining) and
+// charges what it does not know: which messages stay inside a host and
+// which share a NIC. ok is false when the ratios cannot be measured.
+func (p *Planner) onHosts(a algo.Algorithm, s sched.Spec, elemSize int) (cost float64, ok bool) {
+	r, ok := p.linkRatios(a, s)
+	if !ok {
+		return 0, false
+	}
+	bytes, _ := callBytes(s, elemSize)
+	c := a.Cost(algo.Shape{P: s.N, Root: s.Root, N: bytes, Chunk: float64(p.model.Chunk)})
+	m := p.model
+	return c.Alpha*m.Alpha*r.alpha + c.Beta*m.Beta*bytes*r.beta + (c.Gamma*m.Gamma+c.Delta*m.Delta)*bytes, true
+}
+
+// linkSample is the count per rank of the calls whose programs measure
+// link ratios: large enough that no rank's block is empty.
+const linkSample = 64 * maxLinkRanks
+
+func (p *Planner) linkRatios(a algo.Algorithm, s sched.Spec) (linkRatios, bool) {
+	k := linkKey{coll: s.Coll, name: a.Name, root: s.Root}
+	p.mu.Lock()
+	r, ok := p.ratios[k]
+	p.mu.Unlock()
+	if ok {
+		return r, r.alpha > 0
+	}
+	r = p.measureRatios(a, sched.Uniform(s.Coll, s.N, linkSample, s.Root, false))
+	p.mu.Lock()
+	if p.ratios == nil {
+		p.ratios = map[linkKey]linkRatios{}
+	}
+	p.ratios[k] = r
+	p.mu.Unlock()
+	return r, r.alpha > 0
+}
+
+// measureRatios measures a's link ratios on s (zero when it cannot).
+func (p *Planner) measureRatios(a algo.Algorithm, s sched.Spec) linkRatios {
+	if s.Coll == sched.Barrier {
+		s = sched.Spec{Coll: sched.Barrier, N: s.N}
+	}
+	if !a.Supports(s) {
+		return linkRatios{}
+	}
 	progs := make([]*sched.Program, s.N)
 	for r := range progs {
 		prog, err := a.Build(s, r)
 		if err != nil {
-			return cost
+			return linkRatios{}
 		}
 		progs[r] = prog
-	}
-	lc := p.linkCosts()
-	es := float64(elemSize)
-	inter := sched.Rates{Alpha: lc.Inter.Alpha, Beta: lc.Inter.Beta * es, Gamma: p.model.Gamma * es, Delta: p.model.Delta * es}
-	intra := sched.Rates{Alpha: lc.Intra.Alpha, Beta: lc.Intra.Beta * es, Gamma: inter.Gamma, Delta: inter.Delta}
-	all, err := sched.CriticalPath(progs, inter)
-	if err != nil || all <= 0 {
-		return cost
 	}
 	host := make([]int, s.N)
 	for h, rs := range p.lay.Hosts {
@@ -127,11 +179,29 @@ func (p *Planner) onHosts(a algo.Algorithm, s sched.Spec, elemSize int, cost flo
 			host[r] = h
 		}
 	}
-	linked, err := sched.CriticalPathHosts(progs, intra, sched.Hosts{Host: host, Inter: sched.Rates{Alpha: inter.Alpha, Beta: inter.Beta}})
-	if err != nil {
-		return cost
+	lc := p.linkCosts()
+	ratio := func(intra, inter sched.Rates) float64 {
+		all, err := sched.CriticalPath(progs, inter)
+		if err != nil || all <= 0 {
+			return 0
+		}
+		linked, err := sched.CriticalPathHosts(progs, intra, sched.Hosts{Host: host, Inter: inter})
+		if err != nil {
+			return 0
+		}
+		return linked / all
 	}
-	return cost * linked / all
+	r := linkRatios{
+		alpha: ratio(sched.Rates{Alpha: lc.Intra.Alpha / lc.Inter.Alpha}, sched.Rates{Alpha: 1}),
+		beta:  ratio(sched.Rates{Beta: lc.Intra.Beta / lc.Inter.Beta}, sched.Rates{Beta: 1}),
+	}
+	if s.Coll == sched.Barrier {
+		r.beta = 1
+	}
+	if r.alpha <= 0 || r.beta <= 0 {
+		return linkRatios{}
+	}
+	return r
 }
 
 // chooseLayout applies the layout's algorithms to the flat choice best

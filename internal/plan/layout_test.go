@@ -29,7 +29,12 @@ func TestLayoutChoice(t *testing.T) {
 		{"interleaved allgather", &interleaved, "", sched.AllGather, 4 << 20, "hier"},
 		{"interleaved reducescatter", &interleaved, "", sched.ReduceScatter, 4 << 20, "hier"},
 		{"allgather forced hring", &interleaved, "allgather=hring", sched.AllGather, 4 << 20, "hring"},
-		{"reduce small", &consecutive, "", sched.Reduce, 8, "hier"},
+		// Consecutively the binomial tree is the hierarchical one (1→0,
+		// 3→2, then 2→0), and the flat algorithm wins the tie; placed
+		// round robin, its first round sends two messages through one
+		// NIC.
+		{"reduce small", &consecutive, "", sched.Reduce, 8, "binomial"},
+		{"reduce small interleaved", &interleaved, "", sched.Reduce, 8, "hier"},
 		{"one host", &algo.Layout{Hosts: [][]int{{0, 1, 2, 3}}}, "", sched.AllGather, 4 << 20, "rd"},
 		{"barrier", &consecutive, "", sched.Barrier, 0, "hier"},
 		{"override", &consecutive, "allreduce=hring", sched.AllReduce, 8, "hring"},
@@ -112,7 +117,11 @@ func TestFlatOnHosts(t *testing.T) {
 			t.Fatal("not priced by links")
 		}
 		flat = p.model.Cost(a, 4, 0, float64(4*count))
-		return flat, p.onHosts(a, s, 4, flat)
+		linked, ok = p.onHosts(a, s, 4)
+		if !ok {
+			t.Fatalf("%s not priced by links", name)
+		}
+		return flat, linked
 	}
 	const big = 4 << 20
 	// The rank-order ring crosses on one edge per host consecutively and

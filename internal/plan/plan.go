@@ -127,7 +127,8 @@ type Planner struct {
 	layout []algo.Algorithm
 	lay    algo.Layout
 	hosts  int
-	inter  *algo.Link // SetInterLink; nil: the model's α and β
+	inter  *algo.Link             // SetInterLink; nil: the model's α and β
+	ratios map[linkKey]linkRatios // onHosts' measurements, under mu
 
 	// last is the most recent uniform lookup: a loop of identical calls
 	// (the common case) finds its program without hashing or locking.
@@ -276,7 +277,9 @@ func (p *Planner) Choose(s sched.Spec, elemSize int) (algo.Algorithm, error) {
 		}
 		c := p.model.Cost(a, s.N, s.Root, bytes)
 		if linked {
-			c = p.onHosts(a, s, elemSize, c)
+			if lc, ok := p.onHosts(a, s, elemSize); ok {
+				c = lc
+			}
 		}
 		if c < bestCost || best.Build == nil {
 			best, bestCost = a, c

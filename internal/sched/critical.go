@@ -54,8 +54,9 @@ type Hosts struct {
 // it takes: a message between ranks of one host costs r.Alpha +
 // r.Beta·length, one between hosts h.Inter.Alpha + h.Inter.Beta·length,
 // and the messages leaving one host take turns on its link (the host's
-// NIC), as a rank's messages take turns on its port. Gamma and Delta are
-// r's.
+// NIC, and the host's network stack: a message's α is per-message work
+// there too), as a rank's messages take turns on its port. Gamma and
+// Delta are r's.
 func CriticalPathHosts(progs []*Program, r Rates, h Hosts) (float64, error) {
 	if len(h.Host) != len(progs) {
 		return 0, fmt.Errorf("sched: critical path: %d hosts for %d ranks", len(h.Host), len(progs))
