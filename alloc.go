@@ -2,10 +2,8 @@ package hcomm
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
-
 	"github.com/hcomm-go/hcomm/internal/rma"
+	"github.com/hcomm-go/hcomm/internal/zcopy"
 )
 
 // A Buffer is memory registered with a communicator: Comm.Alloc allocates
@@ -26,22 +24,8 @@ import (
 // rank that dies leaves nothing behind, and a peer's death does not
 // invalidate this rank's mapping of its buffer.
 type Buffer struct {
-	c     *Comm
-	b     *rma.Buffer
-	id    uint32
-	freed atomic.Bool
-}
-
-// registry holds a communicator's live Buffers and the zero-copy path's
-// reusable exchange space.
-type registry struct {
-	mu   sync.RWMutex // shared by collectives, exclusive by Alloc and Free
-	bufs []*Buffer
-	ids  uint32       // the last id given
-	live atomic.Int32 // len(bufs): agreed by every rank between calls
-	rec  [zcRecSize]byte
-	hits atomic.Uint64 // calls that took the zero-copy path (tests)
-	all  []byte        // Size() records
+	c *Comm
+	b *zcopy.Buf
 }
 
 // Alloc allocates n bytes of registered memory on this rank; every rank
@@ -69,40 +53,33 @@ func (c *Comm) Alloc(parent context.Context, n int) (*Buffer, error) {
 	if err != nil {
 		return nil, c.windowErr("Alloc", -1, err)
 	}
-	c.reg.mu.Lock()
-	defer c.reg.mu.Unlock()
+	c.reg.Mu.Lock()
+	defer c.reg.Mu.Unlock()
 	if c.state.Load() == stateClosed {
 		rb.Close()
 		return nil, &OpError{Op: "Alloc", Rank: c.rank, Peer: -1, Err: ErrClosed}
 	}
-	c.reg.ids++
-	b := &Buffer{c: c, b: rb, id: c.reg.ids}
-	c.reg.bufs = append(c.reg.bufs, b)
-	c.reg.live.Store(int32(len(c.reg.bufs)))
-	if c.reg.all == nil {
-		c.reg.all = make([]byte, c.size*zcRecSize)
-	}
-	return b, nil
+	return &Buffer{c: c, b: c.reg.Add(c.size, rb)}, nil
 }
 
 // Bytes returns this rank's registered memory (nil after Free).
 func (b *Buffer) Bytes() []byte {
-	if b == nil || b.freed.Load() {
+	if b == nil || b.b.Freed.Load() {
 		return nil
 	}
-	return b.b.Bytes()
+	return b.b.B.Bytes()
 }
 
 // Shared reports whether every rank maps every other rank's part of the
 // buffer, which the zero-copy path needs: false when some ranks are on
 // other hosts (their collectives then use the transport).
-func (b *Buffer) Shared() bool { return b != nil && !b.freed.Load() && b.b.Shared }
+func (b *Buffer) Shared() bool { return b != nil && !b.b.Freed.Load() && b.b.B.Shared }
 
 // Free is collective: once every rank has called it the memory is
 // released. A second Free returns ErrClosed. The memory is released on
 // this rank even when the collective part fails (the error is returned).
 func (b *Buffer) Free(ctx context.Context) error {
-	if b == nil || b.freed.Load() {
+	if b == nil || b.b.Freed.Load() {
 		return &OpError{Op: "Free", Rank: -1, Peer: -1, Err: ErrClosed}
 	}
 	if ctx == nil {
@@ -116,61 +93,15 @@ func (b *Buffer) Free(ctx context.Context) error {
 		// them reach this barrier.
 		err = c.Barrier(ctx)
 	}
-	c.reg.mu.Lock()
-	b.release()
-	c.reg.mu.Unlock()
+	c.reg.Mu.Lock()
+	c.reg.Release(b.b)
+	c.reg.Mu.Unlock()
 	if err != nil {
 		return c.windowErr("Free", -1, err)
 	}
 	return nil
 }
 
-// release drops b from the registry and unmaps it; reg.mu is held.
-func (b *Buffer) release() {
-	if b.freed.Swap(true) {
-		return
-	}
-	r := &b.c.reg
-	for i, x := range r.bufs {
-		if x == b {
-			r.bufs = append(r.bufs[:i], r.bufs[i+1:]...)
-			break
-		}
-	}
-	r.live.Store(int32(len(r.bufs)))
-	b.b.Close()
-}
-
 // closeBuffers releases the buffers still allocated when the
 // communicator closes, without waiting for peers.
-func (c *Comm) closeBuffers() {
-	c.reg.mu.Lock()
-	defer c.reg.mu.Unlock()
-	for len(c.reg.bufs) > 0 {
-		c.reg.bufs[0].release()
-	}
-}
-
-// find returns the id of the shared buffer holding p and p's offset in it
-// (id 0: none).
-func (r *registry) find(p []byte) (id uint32, off int) {
-	for _, b := range r.bufs {
-		if !b.b.Shared {
-			continue
-		}
-		if o, ok := b.b.Holds(p); ok {
-			return b.id, o
-		}
-	}
-	return 0, 0
-}
-
-// byID returns the live buffer with id, or nil.
-func (r *registry) byID(id uint32) *Buffer {
-	for _, b := range r.bufs {
-		if b.id == id {
-			return b
-		}
-	}
-	return nil
-}
+func (c *Comm) closeBuffers() { c.reg.ReleaseAll() }

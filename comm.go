@@ -26,6 +26,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
 	"github.com/hcomm-go/hcomm/internal/wire"
+	"github.com/hcomm-go/hcomm/internal/zcopy"
 )
 
 // Comm is a communicator: one rank's handle on a group of ranks that run
@@ -81,7 +82,9 @@ type Comm struct {
 	streams   map[*Stream]struct{} // made by NewStream, closed by Close
 	winMu     sync.Mutex
 	windows   map[*Window]struct{} // open windows, released by Close
-	reg       registry             // registered memory (Alloc), released by Close
+	reg       zcopy.Registry       // registered memory (Alloc), released by Close
+	zc        zcopy.Call           // the zero-copy path's view of the current call
+	zcPath    zcopy.Path
 
 	grp   groupState   // small collectives as group calls of the transport
 	stall stall.Check  // compares calls across ranks when a collective stalls

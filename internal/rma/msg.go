@@ -182,6 +182,14 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 		if err := w.recvRows(ctx, q, dst, int(h.pitch), rows, n, scratch); err != nil {
 			return err
 		}
+		// The requester goes on once the reply reaches it, and may
+		// then tell this process's goroutines (through a barrier, over
+		// the network) that the bytes are there. The race detector
+		// learns that ordering only from raceMu, so the bytes must be
+		// published to it before the reply can leave: the deferred
+		// raceSync runs after the reply was sent, too late (the data
+		// race once seen in TestWindowMultiHost).
+		raceSync()
 		if st == stOK && h.op == opPutSignal {
 			signal(w.seg, int(h.sig), h.add)
 		}

@@ -1,0 +1,479 @@
+package zcopy
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Records: 32 bytes, little endian.
+//
+//	[0:2]   magic
+//	[2]     flags (FlagIn, FlagOut, FlagBig)
+//	[3]     0
+//	[4:8]   id of the buffer holding the input (0: none)
+//	[8:12]  id of the buffer holding the output (0: none)
+//	[12:16] 0
+//	[16:24] offset of the input in its buffer
+//	[24:32] offset of the output in its buffer
+//
+// AllToAllV sends each peer its own record, whose input offset is where
+// the block for that peer starts (only the sender knows its row of the
+// count matrix).
+const (
+	RecSize = 32
+	magic   = 0x5a43 // "CZ"
+
+	FlagIn  = 1 // the input is registered
+	FlagOut = 2 // the output is registered
+	FlagBig = 4 // AllToAllV: this rank's part is at least the threshold
+)
+
+// Call is one collective call, as the path sees it.
+type Call struct {
+	Coll    sched.Coll
+	Root    int
+	InPlace bool
+	DT      reduce.DType
+	Op      reduce.Op
+	In, Out []byte
+	Count   int         // elements per rank (AllToAll: per pair) of a uniform call
+	Spec    *sched.Spec // the counts of a V form; nil: uniform
+}
+
+// Candidate reports whether k may take the zero-copy path on a
+// communicator of size ranks with the threshold min (bytes; <= 0: off).
+// Every rank gets the same answer for the same call.
+func (r *Registry) Candidate(size, min int, k *Call) bool {
+	if r.live.Load() == 0 || size < 2 || min <= 0 {
+		return false
+	}
+	es := k.DT.Size()
+	var n int // bytes, the same on every rank
+	if k.Spec != nil {
+		switch k.Coll {
+		case sched.AllGather, sched.ReduceScatter:
+			n = k.Spec.Total() * es
+		case sched.AllToAll:
+			// Each rank knows only its row and column of the counts:
+			// the ranks agree through FlagBig in the records.
+			return !k.Spec.InPlace
+		default:
+			return false
+		}
+		return n >= min
+	}
+	switch k.Coll {
+	case sched.AllGather, sched.Broadcast, sched.ReduceScatter, sched.AllReduce, sched.Reduce:
+		n = max(len(k.In), len(k.Out))
+		if k.Coll == sched.Reduce {
+			n = len(k.In)
+		}
+	case sched.AllToAll:
+		if k.InPlace {
+			return false
+		}
+		n = len(k.In)
+	case sched.Gather, sched.Scatter:
+		n = size * k.Count * es
+	default:
+		return false
+	}
+	return n >= min
+}
+
+// record is a peer's record, decoded once per call and resolved to the
+// peer's memory as mapped here.
+type record struct {
+	flags   byte
+	in, out []byte // the peer's buffer from the named offset on (nil: none)
+}
+
+// Decode decodes a record (untrusted input: fuzzed) into its fields.
+func Decode(q []byte) (flags byte, inID, outID uint32, inOff, outOff uint64, err error) {
+	if len(q) < RecSize {
+		return 0, 0, 0, 0, 0, fmt.Errorf("record of %d bytes, want %d", len(q), RecSize)
+	}
+	if m := binary.LittleEndian.Uint16(q); m != magic {
+		return 0, 0, 0, 0, 0, fmt.Errorf("bad magic %#x", m)
+	}
+	if q[2]&^(FlagIn|FlagOut|FlagBig) != 0 || q[3] != 0 || binary.LittleEndian.Uint32(q[12:]) != 0 {
+		return 0, 0, 0, 0, 0, fmt.Errorf("reserved bits set")
+	}
+	return q[2], binary.LittleEndian.Uint32(q[4:]), binary.LittleEndian.Uint32(q[8:]),
+		binary.LittleEndian.Uint64(q[16:]), binary.LittleEndian.Uint64(q[24:]), nil
+}
+
+func encode(b []byte, flags byte, inID, outID uint32, inOff, outOff uint64) {
+	clear(b[:RecSize])
+	binary.LittleEndian.PutUint16(b[0:], magic)
+	b[2] = flags
+	binary.LittleEndian.PutUint32(b[4:], inID)
+	binary.LittleEndian.PutUint32(b[8:], outID)
+	binary.LittleEndian.PutUint64(b[16:], inOff)
+	binary.LittleEndian.PutUint64(b[24:], outOff)
+}
+
+// Tail returns m[off:], or false when off is past m's end.
+func Tail(m []byte, off uint64) ([]byte, bool) {
+	if off > uint64(len(m)) {
+		return nil, false
+	}
+	return m[off:], true
+}
+
+// decode decodes and resolves rank p's record in r.all into r.recs[p].
+func (r *Registry) decode(p int) error {
+	flags, inID, outID, inOff, outOff, err := Decode(r.all[p*RecSize:])
+	if err != nil {
+		return invalid("rank %d sent a malformed zero-copy record: %v", p, err)
+	}
+	q := &r.recs[p]
+	*q = record{flags: flags}
+	if flags&FlagIn != 0 {
+		if q.in, err = r.resolve(p, inID, inOff); err != nil {
+			return err
+		}
+	}
+	if flags&FlagOut != 0 {
+		if q.out, err = r.resolve(p, outID, outOff); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Registry) resolve(p int, id uint32, off uint64) ([]byte, error) {
+	b := r.byIDs(id)
+	if b == nil {
+		return nil, invalid("rank %d names registered buffer %d, which this rank does not have", p, id)
+	}
+	m := b.B.Peer(p)
+	if m == nil {
+		return nil, invalid("rank %d names registered buffer %d, which this rank does not map", p, id)
+	}
+	t, ok := Tail(m, off)
+	if !ok {
+		return nil, invalid("rank %d's registered offset %d is outside its buffer of %d bytes", p, off, len(m))
+	}
+	return t, nil
+}
+
+// peer returns n bytes at lo of rank p's input (out: output) as mapped
+// here.
+func (r *Registry) peer(p int, out bool, lo, n int) ([]byte, error) {
+	m := r.recs[p].in
+	if out {
+		m = r.recs[p].out
+	}
+	if lo < 0 || n < 0 || lo > len(m) || n > len(m)-lo {
+		return nil, invalid("rank %d's registered range [%d, +%d) is outside its buffer (%d bytes from the offset it named)", p, lo, n, len(m))
+	}
+	return m[lo : lo+n : lo+n], nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errs.ErrInvalidArgument}, args...)...)
+}
+
+// need returns the flags rank p's record must carry for k to take the
+// path: every buffer some rank reads from a peer is registered.
+func need(k *Call, p int) byte {
+	switch k.Coll {
+	case sched.AllReduce:
+		return FlagIn | FlagOut
+	case sched.Broadcast:
+		if p == k.Root {
+			return FlagOut
+		}
+		return 0
+	case sched.Scatter:
+		if p == k.Root {
+			return FlagIn
+		}
+		return 0
+	case sched.Gather, sched.Reduce:
+		if p == k.Root {
+			return 0
+		}
+		return FlagIn
+	}
+	return FlagIn
+}
+
+// Path is what a call needs of its communicator.
+type Path struct {
+	Rank, Size int
+	T          transport.Transport
+	FP         *wire.Fingerprint
+	Min        int // the threshold (AllToAllV decides through FlagBig)
+}
+
+// Run runs candidate k by the zero-copy path. It returns false (and no
+// error) when the ranks' buffers do not allow it: the caller then runs
+// the call's program, whose messages follow the records. The caller
+// holds r.Mu shared.
+func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
+	inID, inOff := r.find(k.In)
+	outID, outOff := r.find(k.Out)
+	var flags byte
+	if inID != 0 {
+		flags |= FlagIn
+	}
+	if outID != 0 {
+		flags |= FlagOut
+	}
+	v := k.Spec != nil && k.Coll == sched.AllToAll
+	if v {
+		if max(len(k.In), len(k.Out)) >= z.Min {
+			flags |= FlagBig
+		}
+		es := k.DT.Size()
+		for p := range z.Size {
+			encode(r.mine[p*RecSize:], flags, inID, outID, uint64(inOff+k.Spec.SendDispl(z.Rank, p)*es), uint64(outOff))
+		}
+	} else {
+		encode(r.mine, flags, inID, outID, uint64(inOff), uint64(outOff))
+	}
+	if err := r.round(ctx, z, v); err != nil {
+		return false, err
+	}
+	big := !v
+	for p := range z.Size {
+		if err := r.decode(p); err != nil {
+			return false, err
+		}
+		f := r.recs[p].flags
+		if n := need(k, p); f&n != n {
+			return false, nil
+		}
+		big = big || f&FlagBig != 0
+	}
+	if !big {
+		return false, nil
+	}
+	if err := r.move(ctx, z, k); err != nil {
+		return false, err
+	}
+	r.Hits.Add(1)
+	// Done: nobody reads or writes another rank's memory after this.
+	return true, r.round(ctx, z, false)
+}
+
+// round sends this rank's record (perPeer: a record of its own to each
+// rank) to every peer and receives each peer's into r.all. Records go out
+// first wherever the transport takes them at once (transport.Eager), so a
+// round costs one one-way latency; the other pairs talk in a fixed order
+// (lower rank sends first), which never deadlocks, even where a Send waits
+// for its Recv: the least pair still pending is reached by both of its
+// ranks, and a record already sent only removes a wait.
+func (r *Registry) round(ctx context.Context, z *Path, perPeer bool) error {
+	me := z.Rank
+	rec := func(p int) []byte {
+		if perPeer {
+			return r.mine[p*RecSize : (p+1)*RecSize]
+		}
+		return r.mine[:RecSize]
+	}
+	copy(r.all[me*RecSize:], rec(me))
+	var sent uint64 // bit p: the record already went to p
+	if eg, ok := z.T.(transport.Eager); ok && z.Size <= 64 {
+		for p := range z.Size {
+			if p == me {
+				continue
+			}
+			ok, err := eg.TrySend(ctx, p, z.FP, rec(p))
+			if err != nil {
+				return err
+			}
+			if ok {
+				sent |= 1 << p
+			}
+		}
+	}
+	for p := range z.Size {
+		if p == me {
+			continue
+		}
+		in := r.all[p*RecSize : (p+1)*RecSize]
+		switch {
+		case sent&(1<<p) != 0:
+			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
+				return err
+			}
+		case me < p:
+			if err := z.T.Send(ctx, p, z.FP, rec(p)); err != nil {
+				return err
+			}
+			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
+				return err
+			}
+		default:
+			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
+				return err
+			}
+			if err := z.T.Send(ctx, p, z.FP, rec(p)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// blk returns rank p's block of k: its offset and length in bytes.
+func blk(k *Call, p int) (off, n int) {
+	es := k.DT.Size()
+	if k.Spec != nil {
+		return k.Spec.Displ(p) * es, k.Spec.Count(p) * es
+	}
+	return p * k.Count * es, k.Count * es
+}
+
+// move moves the call's bytes between the mapped buffers.
+func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
+	n, me := z.Size, z.Rank
+	switch k.Coll {
+	case sched.Broadcast:
+		if me == k.Root {
+			return nil
+		}
+		src, err := r.peer(k.Root, true, 0, len(k.Out))
+		if err != nil {
+			return err
+		}
+		Copy(k.Out, src)
+	case sched.AllGather, sched.Gather:
+		if k.Coll == sched.Gather && me != k.Root {
+			return nil
+		}
+		for i := range n {
+			p := (me + i) % n
+			off, l := blk(k, p)
+			dst := k.Out[off : off+l]
+			if p == me {
+				if !k.InPlace {
+					copy(dst, k.In)
+				}
+				continue
+			}
+			src, err := r.peer(p, false, 0, l)
+			if err != nil {
+				return err
+			}
+			Copy(dst, src)
+		}
+	case sched.Scatter:
+		off, l := blk(k, me)
+		if me == k.Root {
+			if !k.InPlace {
+				copy(k.Out, k.In[off:off+l])
+			}
+			return nil
+		}
+		src, err := r.peer(k.Root, false, off, l)
+		if err != nil {
+			return err
+		}
+		Copy(k.Out, src)
+	case sched.AllToAll:
+		if k.Spec != nil {
+			es := k.DT.Size()
+			for i := range n {
+				p := (me + i) % n
+				l := k.Spec.Matrix[p][me] * es
+				off := k.Spec.RecvDispl(me, p) * es
+				src, err := r.peer(p, false, 0, l)
+				if err != nil {
+					return err
+				}
+				Copy(k.Out[off:off+l], src)
+			}
+			return nil
+		}
+		b := len(k.In) / n
+		for i := range n {
+			p := (me + i) % n
+			src, err := r.peer(p, false, me*b, b)
+			if err != nil {
+				return err
+			}
+			Copy(k.Out[p*b:(p+1)*b], src)
+		}
+	case sched.ReduceScatter:
+		off, _ := blk(k, me)
+		return r.reduce(z, k, off, k.Out)
+	case sched.Reduce:
+		if me != k.Root {
+			return nil
+		}
+		return r.reduce(z, k, 0, k.Out[:len(k.In)])
+	case sched.AllReduce:
+		lo, hi := seg(n, len(k.Out), k.DT.Size(), me)
+		if err := r.reduce(z, k, lo, k.Out[lo:hi]); err != nil {
+			return err
+		}
+		// Every segment is reduced before anyone copies it.
+		if err := r.round(ctx, z, false); err != nil {
+			return err
+		}
+		for i := 1; i < n; i++ {
+			p := (me + i) % n
+			lo, hi := seg(n, len(k.Out), k.DT.Size(), p)
+			src, err := r.peer(p, true, lo, hi-lo)
+			if err != nil {
+				return err
+			}
+			Copy(k.Out[lo:hi], src)
+		}
+	}
+	return nil
+}
+
+// Copy copies a block of the call's output from a peer's buffer; large
+// blocks are written around the caches (reduce.StreamMin).
+func Copy(dst, src []byte) {
+	if len(dst) >= reduce.StreamMin {
+		reduce.CopyStream(dst, src)
+		return
+	}
+	copy(dst, src)
+}
+
+// seg is rank p's segment [lo, hi) of an n-byte AllReduce over size ranks
+// of es-byte elements.
+func seg(size, n, es, p int) (lo, hi int) {
+	elems := n / es
+	return elems * p / size * es, elems * (p + 1) / size * es
+}
+
+// reduce reduces bytes [off, off+len(dst)) of every rank's input into
+// dst, starting with this rank's own (dst may be exactly that range of
+// the input: in place).
+func (r *Registry) reduce(z *Path, k *Call, off int, dst []byte) error {
+	n, me := z.Size, z.Rank
+	for i := 1; i < n; i++ {
+		p := (me + i) % n
+		src, err := r.peer(p, false, off, len(dst))
+		if err != nil {
+			return err
+		}
+		a := dst
+		if i == 1 {
+			a = k.In[off : off+len(dst)]
+		}
+		if len(dst) >= reduce.StreamMin && i == n-1 {
+			// The last pass writes the result, which nothing here reads
+			// again soon: around the caches.
+			reduce.ApplyStream(k.DT, k.Op, dst, a, src)
+		} else {
+			reduce.Apply(k.DT, k.Op, dst, a, src)
+		}
+	}
+	return nil
+}
