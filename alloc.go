@@ -59,6 +59,10 @@ func (c *Comm) Alloc(parent context.Context, n int) (*Buffer, error) {
 		rb.Close()
 		return nil, &OpError{Op: "Alloc", Rank: c.rank, Peer: -1, Err: ErrClosed}
 	}
+	if rb.Shared && c.reg.Split == nil {
+		// Every rank of the communicator is on this host.
+		c.reg.Split = c.eng.Splitter(c.set.copyEngine, c.size, c.set.pollCPUs, c.ex.Pin)
+	}
 	return &Buffer{c: c, b: c.reg.Add(c.size, rb)}, nil
 }
 
@@ -104,4 +108,7 @@ func (b *Buffer) Free(ctx context.Context) error {
 
 // closeBuffers releases the buffers still allocated when the
 // communicator closes, without waiting for peers.
-func (c *Comm) closeBuffers() { c.reg.ReleaseAll() }
+func (c *Comm) closeBuffers() {
+	c.reg.ReleaseAll()
+	c.eng.Close()
+}

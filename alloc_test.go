@@ -554,8 +554,16 @@ func TestAllocPeerLost(t *testing.T) {
 // Blocks of reduce.StreamMin and more are written around the caches; the
 // results are the same.
 func TestAllocLarge(t *testing.T) {
+	for _, eng := range []int{-1, 1 << 20} {
+		t.Run(fmt.Sprintf("engine=%d", eng), func(t *testing.T) { testAllocLarge(t, eng) })
+	}
+}
+
+// testAllocLarge runs the large calls with HCOMM_COPY_ENGINE = eng; a
+// positive eng must split the copies over the engine.
+func testAllocLarge(t *testing.T, eng int) {
 	ctx := context.Background()
-	comms, err := NewLocal(ctx, 2, nil)
+	comms, err := NewLocal(ctx, 2, &Config{CopyEngine: eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,6 +604,11 @@ func TestAllocLarge(t *testing.T) {
 			}
 			if c.reg.Hits.Load() != 2 {
 				t.Errorf("rank %d: %d zero-copy calls, want 2", me, c.reg.Hits.Load())
+			}
+			// AllGather copies one 8 MiB block, AllReduce one 4 MiB
+			// segment (reductions are not split).
+			if s := c.reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() < 2 {
+				t.Errorf("rank %d: engine %v, want %v, splits", me, s != nil, eng > 0)
 			}
 		})
 	}

@@ -85,6 +85,7 @@ type Comm struct {
 	reg       zcopy.Registry       // registered memory (Alloc), released by Close
 	zc        zcopy.Call           // the zero-copy path's view of the current call
 	zcPath    zcopy.Path
+	eng       zcopy.Engine // the copy engine, started when it pays
 
 	grp   groupState   // small collectives as group calls of the transport
 	stall stall.Check  // compares calls across ranks when a collective stalls

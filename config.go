@@ -94,6 +94,13 @@ type Config struct {
 	// the default; negative means off.
 	ZeroCopy int
 
+	// CopyEngine is the size from which collectives on registered memory
+	// and windows split a copy between this rank's goroutine and
+	// copy-engine workers (HCOMM_COPY_ENGINE). Zero means the variable,
+	// else auto: 4 MiB when every local rank has a spare CPU, else off;
+	// negative means off.
+	CopyEngine int
+
 	// Yield says whether waits give the CPU away, in HCOMM_YIELD's syntax
 	// (Init only): "1", "0" or "auto" (when the ranks on a machine
 	// outnumber its CPUs). Empty means the variable, else auto.
@@ -157,6 +164,7 @@ type options struct {
 	noSlots    bool
 	dumpSignal string
 	zeroCopy   int // the least bytes for the zero-copy path on registered memory; <= 0: off
+	copyEngine int // HCOMM_COPY_ENGINE: 0 auto, < 0 off, > 0 the least bytes
 	observer   *Observer
 	// pollCPUs are the CPUs the executor's workers are pinned to
 	// (HCOMM_CPU_AFFINITY), nil for none.
@@ -224,6 +232,10 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 		v.ZeroCopy = max(c.ZeroCopy, 0)
 		v.Set("HCOMM_ZERO_COPY")
 	}
+	if c.CopyEngine != 0 {
+		v.CopyEngine = max(c.CopyEngine, -1)
+		v.Set("HCOMM_COPY_ENGINE")
+	}
 	if c.Yield != "" {
 		y, err := settings.ParseYield(c.Yield)
 		if err != nil {
@@ -271,6 +283,7 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 	o.checkResults = v.CheckResults
 	o.noSlots = v.NoShmSlots
 	o.zeroCopy = v.ZeroCopy
+	o.copyEngine = v.CopyEngine
 	o.dumpSignal = v.DumpSignal
 	o.observer = c.Observer
 	o.log = c.Logger

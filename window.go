@@ -89,6 +89,14 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 		Barrier: c.Barrier,
 		Check:   c.usable,
 	}
+	if alloc >= 0 {
+		// Mapped peers' windows are copied into directly: large copies
+		// may be split over the copy engine. The local ranks are not
+		// known yet; counting them all errs towards fewer workers.
+		if s := c.eng.Splitter(c.set.copyEngine, c.size, c.set.pollCPUs, c.ex.Pin); s != nil {
+			p.Copy = func(dst, src []byte) { s.Copy(dst, src) }
+		}
+	}
 	w, err := rma.New(ctx, p)
 	if err != nil {
 		t.Close()

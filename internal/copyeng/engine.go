@@ -348,8 +348,11 @@ func (e *Engine) worker(i int) {
 			if !e.q.empty() && e.idle.Load() > 0 {
 				e.Ring()
 			}
+			// d belongs to its owner again once run stores its
+			// status (it may be reused at once): read pos before.
+			pos := d.pos
 			e.run(i, d)
-			claim.Store(d.pos + 1)
+			claim.Store(pos + 1)
 		}
 		claim.Store(idleClaim)
 		e.idle.Add(1)
@@ -387,8 +390,9 @@ func (e *Engine) run(i int, d *Desc) {
 	if st == OK && d.Flags&SignalAfter != 0 && d.Signal != nil {
 		atomic.AddUint64(d.Signal, d.Add)
 	}
-	d.status.Store(uint32(st))
-	e.completed(d.Flags&Notify != 0)
+	urgent := d.Flags&Notify != 0
+	d.status.Store(uint32(st)) // d is its owner's again
+	e.completed(urgent)
 }
 
 // fence waits until no other worker may still run a position before pos.

@@ -550,3 +550,49 @@ func TestPinEveryWorker(t *testing.T) {
 		t.Fatalf("Pin ran %d times for 3 workers; copied %q", pinned.Load(), dst)
 	}
 }
+
+// A split copy is complete and right, whatever part the workers took, and
+// after the engine is closed it still copies (by the caller).
+func TestSplitter(t *testing.T) {
+	e := New(&Config{Workers: 3})
+	var moved atomic.Int64
+	s := NewSplitter(e, 1000, 3, func(dst, src []byte) { moved.Add(int64(len(dst))); copy(dst, src) })
+	for _, n := range []int{0, 999, 1000, 4096, 1<<20 + 13} {
+		src, dst := make([]byte, n), make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*7 + n)
+		}
+		moved.Store(0)
+		split := s.Copy(dst, src)
+		if !bytes.Equal(dst, src) {
+			t.Fatalf("%d bytes: copy differs", n)
+		}
+		if split != (n >= 1000) {
+			t.Errorf("%d bytes: split %v", n, split)
+		}
+		if moved.Load() != int64(n) {
+			t.Errorf("%d bytes: the move function copied %d", n, moved.Load())
+		}
+	}
+	e.Close()
+	src, dst := bytes.Repeat([]byte{9}, 1<<16), make([]byte, 1<<16)
+	s.Copy(dst, src)
+	if !bytes.Equal(dst, src) {
+		t.Fatal("copy after Close differs")
+	}
+	var nilS *Splitter
+	nilS.Copy(dst[:3], []byte{1, 2, 3})
+	if dst[0] != 1 {
+		t.Fatal("nil splitter did not copy")
+	}
+}
+
+func TestAuto(t *testing.T) {
+	for _, tc := range []struct{ cpus, local, want int }{
+		{2, 2, 0}, {2, 1, 1}, {4, 2, 1}, {16, 2, 4}, {1, 0, 0}, {8, 1, 4},
+	} {
+		if got := Auto(tc.cpus, tc.local); got != tc.want {
+			t.Errorf("Auto(%d, %d) = %d, want %d", tc.cpus, tc.local, got, tc.want)
+		}
+	}
+}

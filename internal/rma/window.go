@@ -97,6 +97,9 @@ type Params struct {
 	// Timeout bounds each request on the message path and each
 	// WaitSignal that has to sleep (0: only the ctx does).
 	Timeout time.Duration
+	// Copy, if set, performs contiguous copies to and from mapped peers
+	// (the copy engine's splitter).
+	Copy func(dst, src []byte)
 }
 
 // TimeoutError is returned when Params.Timeout (not the caller's ctx)
@@ -140,6 +143,7 @@ type Window struct {
 	chunk      int
 	timeout    time.Duration
 	alive      func() error
+	copyFn     func(dst, src []byte)
 	mem        []byte   // this rank's exposed bytes
 	seg        *segment // this rank's segment (signals; data for AllocWindow)
 	alloc      bool
@@ -191,7 +195,7 @@ type reply struct {
 // New makes a window; every rank of the group calls it.
 func New(ctx context.Context, p Params) (*Window, error) {
 	w := &Window{
-		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout, alive: p.Check,
+		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout, alive: p.Check, copyFn: p.Copy,
 		nonce: rand.Uint32() | 1, alloc: p.Alloc >= 0,
 		fp: wire.Fingerprint{Coll: wire.CollSendRecv, Root: -1 - int32(p.ID%(1<<30))},
 	}
@@ -423,7 +427,11 @@ func (w *Window) put(ctx context.Context, target, off int, src []byte, s Shape, 
 		}
 		return nil
 	case modeMapped:
-		copyRows(q.data, off, s.Pitch, src, 0, s.LocalPitch, rows, s.Len)
+		if rows == 1 && w.copyFn != nil {
+			w.copyFn(q.data[off:off+s.Len], src[:s.Len])
+		} else {
+			copyRows(q.data, off, s.Pitch, src, 0, s.LocalPitch, rows, s.Len)
+		}
 		if sig >= 0 {
 			signal(q.seg, sig, add)
 		}
@@ -464,6 +472,10 @@ func (w *Window) Get(ctx context.Context, target, off int, dst []byte, s Shape) 
 		copyRows(dst, 0, s.LocalPitch, w.mem, off, s.Pitch, rows, s.Len)
 		return nil
 	case modeMapped:
+		if rows == 1 && w.copyFn != nil {
+			w.copyFn(dst[:s.Len], q.data[off:off+s.Len])
+			return nil
+		}
 		copyRows(dst, 0, s.LocalPitch, q.data, off, s.Pitch, rows, s.Len)
 		return nil
 	case modeCMA:

@@ -88,6 +88,7 @@ type Values struct {
 	ShmCMA         int           // 0: off
 	NoShmSlots     bool          // HCOMM_SHM_SLOTS=0: small collectives keep their schedules
 	ZeroCopy       int           // 0: off
+	CopyEngine     int           // 0: auto, < 0: off, > 0: the least bytes
 	Yield          int           // 1 on, -1 off, 0 auto
 	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
 	Checksum       bool
@@ -309,6 +310,33 @@ var Table = []Var{
 				return "off"
 			}
 			return strconv.Itoa(v.ZeroCopy)
+		}},
+	{Name: "HCOMM_COPY_ENGINE", Type: "size|auto|off", Default: "auto", Field: "CopyEngine",
+		Doc: "size from which registered-memory collectives and windows split a local copy over copy-engine workers; auto = 4M when every local rank has a spare CPU, else off",
+		parse: func(v *Values, s string) error {
+			switch s {
+			case "auto":
+				v.CopyEngine = 0
+				return nil
+			case "off", "0":
+				v.CopyEngine = -1
+				return nil
+			}
+			n, err := ParseSizeInt(s)
+			v.CopyEngine = n
+			if err == nil && n <= 0 {
+				v.CopyEngine = -1
+			}
+			return err
+		},
+		show: func(v *Values) string {
+			switch {
+			case v.CopyEngine == 0:
+				return "auto"
+			case v.CopyEngine < 0:
+				return "off"
+			}
+			return strconv.Itoa(v.CopyEngine)
 		}},
 	{Name: "HCOMM_YIELD", Type: "auto|1|0", Default: "auto", Field: "Yield",
 		Doc: "whether waits give the CPU away",

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/internal/copyeng"
 	"github.com/hcomm-go/hcomm/internal/rma"
 )
 
@@ -44,6 +45,8 @@ type Registry struct {
 	ids    uint32
 	live   atomic.Int32  // len(byID): agreed by every rank between calls
 	Hits   atomic.Uint64 // calls that took the zero-copy path (tests)
+	// Split, if set, splits large copies over the copy engine.
+	Split *copyeng.Splitter
 
 	size int
 	mine []byte // size records: what this rank sends to each rank

@@ -347,7 +347,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 		if err != nil {
 			return err
 		}
-		Copy(k.Out, src)
+		r.copy(k.Out, src)
 	case sched.AllGather, sched.Gather:
 		if k.Coll == sched.Gather && me != k.Root {
 			return nil
@@ -366,7 +366,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			if err != nil {
 				return err
 			}
-			Copy(dst, src)
+			r.copy(dst, src)
 		}
 	case sched.Scatter:
 		off, l := blk(k, me)
@@ -380,7 +380,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 		if err != nil {
 			return err
 		}
-		Copy(k.Out, src)
+		r.copy(k.Out, src)
 	case sched.AllToAll:
 		if k.Spec != nil {
 			es := k.DT.Size()
@@ -392,7 +392,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 				if err != nil {
 					return err
 				}
-				Copy(k.Out[off:off+l], src)
+				r.copy(k.Out[off:off+l], src)
 			}
 			return nil
 		}
@@ -403,7 +403,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			if err != nil {
 				return err
 			}
-			Copy(k.Out[p*b:(p+1)*b], src)
+			r.copy(k.Out[p*b:(p+1)*b], src)
 		}
 	case sched.ReduceScatter:
 		off, _ := blk(k, me)
@@ -429,7 +429,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			if err != nil {
 				return err
 			}
-			Copy(k.Out[lo:hi], src)
+			r.copy(k.Out[lo:hi], src)
 		}
 	}
 	return nil

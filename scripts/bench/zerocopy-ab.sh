@@ -8,7 +8,10 @@
 #
 # Env: HCOMM_BIN (hcomm binary), MPIBENCH (mpi_coll_bench built with
 # mpicc.openmpi), RUNS (3), RANKS (2), OPS, MINB (512K), MAXB (16M),
-# OUT (CSV file to append to). Rows: impl,op,ranks,bytes,usec,algbw,busbw.
+# OUT (CSV file to append to), ENGINE (a size: also run hcomm-reg-eng,
+# registered buffers with HCOMM_COPY_ENGINE=ENGINE, the copy engine
+# forced on), NOMPI (1: leave Open MPI out).
+# Rows: impl,op,ranks,bytes,usec,algbw,busbw.
 # Summarise with: python3 scripts/bench/zerocopy-summary.py OUT
 set -euo pipefail
 bin=${HCOMM_BIN:-hcomm}
@@ -24,6 +27,11 @@ over=
 for i in $(seq "$runs"); do
   "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm >>"$out"
   "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm-reg -registered >>"$out"
+  if [[ -n ${ENGINE:-} ]]; then
+    HCOMM_COPY_ENGINE=$ENGINE "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H \
+      -label hcomm-reg-eng -registered >>"$out"
+  fi
+  [[ ${NOMPI:-} == 1 ]] && continue
   mpirun.openmpi --allow-run-as-root -np "$n" $over --bind-to none --mca oob_tcp_if_include lo \
     "$mpib" -i openmpi-sm -o "$ops" -b "$minb" -e "$maxb" -f 4 -H >>"$out"
 done
