@@ -47,22 +47,37 @@ func (w *Window) recvRows(ctx context.Context, q *peer, b []byte, pitch, rows, n
 }
 
 // request sends h (and for Put the rows of loc) to q and waits for the
-// reply (for Get, its rows land in loc).
+// reply (for Get, its rows land in loc). Up to maxOutstanding requests to
+// q wait for their replies at once; the target serves them in order.
 func (w *Window) request(parent context.Context, q *peer, h *header, loc []byte, locPitch int) error {
 	ctx, cancel := w.withTimeout(parent)
 	defer cancel()
-	q.reqMu.Lock()
-	defer q.reqMu.Unlock()
+	var slot uint8
+	select {
+	case slot = <-q.slots:
+	case <-q.lostCh:
+		return *q.lost.Load()
+	case <-ctx.Done():
+		return w.ctxErr(parent, ctx)
+	}
+	// The slot goes back once the progress goroutine can no longer
+	// touch it (the reply came, or failed withdrew it).
+	defer func() { q.slots <- slot }()
 	raceSync()
 	defer raceSync()
+	pd := &q.pds[slot]
+	select {
+	case <-pd.done: // a status a withdrawn request left behind
+	default:
+	}
+	q.pmu.Lock()
 	q.reqSeq++
-	h.req = q.reqSeq
-	pd := &pending{req: h.req, done: make(chan uint8, 1)}
+	h.req = q.reqSeq*maxOutstanding + uint64(slot)
+	pd.req, pd.loc, pd.locPitch = h.req, nil, 0
 	if h.op == opGet {
 		pd.loc, pd.locPitch = loc, locPitch
 	}
-	q.pmu.Lock()
-	q.pend = pd
+	q.pend[slot] = pd
 	q.pmu.Unlock()
 
 	var hb [headerSize]byte
@@ -109,9 +124,10 @@ func (w *Window) request(parent context.Context, q *peer, h *header, loc []byte,
 // goroutine no longer writes into pd's buffer.
 func (w *Window) failed(q *peer, pd *pending, err error) error {
 	q.pmu.Lock()
-	if q.pend == pd {
-		q.pend = nil
+	if q.pend[pd.slot] == pd {
+		q.pend[pd.slot] = nil
 	}
+	pd.loc = nil
 	q.pmu.Unlock()
 	return err
 }
@@ -154,7 +170,7 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 	if h.op == opReply {
 		q.pmu.Lock()
 		defer q.pmu.Unlock()
-		pd := q.pend
+		pd := q.pend[h.req%maxOutstanding]
 		if pd == nil || pd.req != h.req {
 			// A reply nobody awaits: drain its payload.
 			return w.recvRows(ctx, q, nil, 0, rows, n, scratch)
@@ -167,7 +183,8 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 				return err
 			}
 		}
-		q.pend = nil
+		q.pend[pd.slot] = nil
+		pd.loc = nil
 		pd.done <- h.status
 		return nil
 	}

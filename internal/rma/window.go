@@ -171,16 +171,25 @@ type peer struct {
 	lostCh chan struct{}
 
 	sendMu sync.Mutex // one sender of header+payload sequences at a time
-	reqMu  sync.Mutex // one outstanding request
-	reqSeq uint64
 
-	pmu  sync.Mutex // guards pend
-	pend *pending
+	// Up to maxOutstanding requests to the peer may await their replies
+	// at once; a request holds a slot from slots until its reply came or
+	// it was withdrawn. Request numbers are seq·maxOutstanding + slot.
+	slots  chan uint8
+	pmu    sync.Mutex // guards pend and reqSeq
+	pend   [maxOutstanding]*pending
+	pds    [maxOutstanding]pending
+	reqSeq uint64
 
 	replies chan reply // to the peer's replier goroutine
 }
 
+// maxOutstanding is the number of requests to one peer that may await
+// their replies at once.
+const maxOutstanding = 16
+
 type pending struct {
+	slot     uint8
 	req      uint64
 	loc      []byte // Get: where the reply's rows go
 	locPitch int
@@ -269,7 +278,10 @@ func New(ctx context.Context, p Params) (*Window, error) {
 		if q.rank == w.rank {
 			continue
 		}
-		q.replies = make(chan reply, 4)
+		// Room for a reply to every request the peer may have
+		// outstanding, so serve never waits for the replier (which may
+		// wait for the peer's serve, which may wait for its replier).
+		q.replies = make(chan reply, maxOutstanding)
 		w.workers.Add(2)
 		go w.serve(q)
 		go w.replier(q)
@@ -279,7 +291,11 @@ func New(ctx context.Context, p Params) (*Window, error) {
 
 // newPeer decodes rank r's record and picks how to reach it.
 func (w *Window) newPeer(r int, rec []byte, key [32]byte, messages bool) (*peer, error) {
-	q := &peer{rank: r, lostCh: make(chan struct{}), mode: modeMsg}
+	q := &peer{rank: r, lostCh: make(chan struct{}), mode: modeMsg, slots: make(chan uint8, maxOutstanding)}
+	for i := range maxOutstanding {
+		q.pds[i] = pending{slot: uint8(i), done: make(chan uint8, 1)}
+		q.slots <- uint8(i)
+	}
 	if binary.LittleEndian.Uint32(rec[0:]) != recMagic {
 		return nil, errors.New("bad magic")
 	}
@@ -600,7 +616,29 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 			runtime.Gosched()
 		}
 	}
-	w.spin.Store(int32(max(spin/2, spinMin)))
+	// The spin missed. Whether a longer one would have caught the signal
+	// is known only once it arrives: if it comes within spinWorth of
+	// here, the peer was running and the spin was merely short
+	// (lengthen it, or it stays at spinMin for good — a 0.6 µs round
+	// trip never fits in 64 loads, which is how some runs settled at
+	// 5–9 µs, a futex wake per message, and others at 0.6 µs); if later,
+	// or never, the peer was descheduled (shorten it).
+	slept := time.Now()
+	v, err := w.sleepSignal(ctx, word, atLeast)
+	if err == nil && time.Since(slept) < spinWorth {
+		w.spin.Store(int32(min(2*spin, spinMax)))
+	} else {
+		w.spin.Store(int32(max(spin/2, spinMin)))
+	}
+	return v, err
+}
+
+// spinWorth is how soon after a missed spin a signal must come for a
+// longer spin to have been worth it (a var for tests).
+var spinWorth = 50 * time.Microsecond
+
+// sleepSignal waits on the bell until the signal is at least atLeast.
+func (w *Window) sleepSignal(ctx context.Context, word *uint64, atLeast uint64) (uint64, error) {
 	parent := ctx
 	ctx, cancel := w.withTimeout(ctx)
 	defer cancel()
