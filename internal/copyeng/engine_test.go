@@ -294,11 +294,22 @@ func TestCoalescing(t *testing.T) {
 		e := New(&Config{Workers: 1, Coalesce: 1000, Delay: time.Millisecond})
 		defer e.Close()
 		d := &Desc{}
+		// Only completions seen while somebody waits are announced, so
+		// the waiter is in Wait before the descriptor is posted.
+		done := make(chan error, 1)
+		go func() { done <- e.Wait(ctx, d) }()
+		for e.sleepers.Load() == 0 {
+			runtime.Gosched()
+		}
 		if _, err := e.Post(ctx, d); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Wait(ctx, d); err != nil {
+		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+		// The notification is counted just after the wake-up it makes.
+		for e.Stats().Notifies < 1 {
+			runtime.Gosched()
 		}
 		if n := e.Stats().Notifies; n != 1 {
 			t.Fatalf("%d notifications, want 1 from the timer", n)
