@@ -126,27 +126,30 @@ func Default() Topology {
 }
 
 // Local is a model of this kind of machine running every rank on one
-// host over shared memory: two cores shared by all ranks and α, β, γ and
-// the cache's effect fitted by scripts/simval to `hcomm perf -transport
-// shm` AllReduce and AllGather on 2 ranks only of an idle 2-core virtual
-// machine (the 4- and 8-rank runs validate it; BENCHMARKS.md): 1 µs per
-// chunk, 0.3 ns per byte copied and 0.1 ns per byte reduced, half that
-// when a host's buffers fit in 8 MiB of cache. Its oversubscription terms
-// (SHMSwitch, SHMCoreShare, for more ranks than cores) are left at none
-// until fitted on 2 ranks confined to one core (scripts/simval/measure.sh):
-// without them it underestimates small messages on 4 and 8 ranks.
+// host over shared memory: two cores shared by all ranks, with α, β, γ
+// and the cache's effect fitted by scripts/simval to `hcomm perf
+// -transport shm` AllReduce and AllGather on 2 ranks only of an idle
+// 2-core virtual machine (the 4- and 8-rank runs validate it;
+// BENCHMARKS.md): 1 µs per chunk, 0.2 ns per byte copied and 0.1 ns per
+// byte reduced, 0.3 times that when a host's buffers fit in 32 MiB of
+// cache. Its oversubscription terms, for more ranks than cores, were
+// fitted on 2 ranks confined to one core (scripts/simval/measure.sh):
+// 1.5 µs of switching per shared-memory chunk, and a copy occupying a
+// core for 0.3 of its b·β.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 1e-6, Beta: 0.3e-9}
+	t.SHM = Link{Alpha: 1e-6, Beta: 0.2e-9}
 	t.MemBW = 8e9
 	t.Gamma = 0.1e-9
 	t.CopyBeta = 0.1e-9
-	t.CacheBytes = 8 << 20
-	t.CacheFactor = 0.5
+	t.CacheBytes = 32 << 20
+	t.CacheFactor = 0.3
+	t.SHMSwitch = 1.5e-6
+	t.SHMCoreShare = 0.3
 	return t
 }
 
