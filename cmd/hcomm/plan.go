@@ -22,8 +22,10 @@ time under the planner's α–β–γ cost model (the one a communicator uses:
 the planner picks, and the terms that decided it — the pick's α (latency),
 β (bytes sent), γ (bytes reduced) and δ (bytes copied) costs against the
 runner-up's. With a topology of several hosts, AllReduce also lists the
-host-aware algorithms (hring, hier) under their per-link-class cost, which
-hcomm topo reports and the planner does not choose yet. -sim adds internal/sim's prediction for
+host-aware algorithms (hring, hier) under their per-link-class cost. This
+command picks among the flat algorithms only; a communicator that spans
+hosts weighs the host-aware ones too (hcomm topo and Comm.ExplainPlan show
+its live pick). -sim adds internal/sim's prediction for
 the pick. Sizes are counted as hcomm perf counts them. Flags:
 `
 
@@ -104,7 +106,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "# hcomm plan %s on %d ranks (%d host(s)), %s model: α %.3g µs, β %.3g GB/s, γ %.3g GB/s, chunk %d\n",
 		coll, *n, hosts, mname, model.Alpha*1e6, 1/model.Beta/1e9, 1/model.Gamma/1e9, model.Chunk)
 	if len(layout) > 0 {
-		fmt.Fprintf(stdout, "# host-aware (*): per-link costs of topology %s, not chosen by the planner yet\n", topoOrFile(topo, *topoName))
+		fmt.Fprintf(stdout, "# host-aware (*): per-link costs of topology %s, not among this command's picks (a communicator spanning hosts weighs them)\n", topoOrFile(topo, *topoName))
 	}
 	head := fmt.Sprintf("# %12s", "size")
 	for _, a := range cands {
