@@ -221,8 +221,12 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 	var failure error
 	left := len(parts)
 	watching := watch && err == nil
+	// The connections whose worker has answered: a repair must not wait
+	// for them again (a worker answers once per message).
+	var answered [MaxPaths * MaxSockets / 64]uint64
 	take := func(r result) {
 		left--
+		answered[r.pos>>6] |= 1 << (r.pos & 63)
 		c := pr.conns[r.pos]
 		moved += r.n
 		c.path.received.Add(r.len)
@@ -290,12 +294,15 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 				repaired |= newly
 				waitFor := 0
 				for _, c := range parts {
-					if newly&(1<<c.path.idx) != 0 {
+					if newly&(1<<c.path.idx) == 0 {
+						continue
+					}
+					repairs++
+					if answered[c.pos>>6]&(1<<(c.pos&63)) == 0 {
 						pr.recv.poke(c.pos)
 						waitFor++
 					}
 				}
-				repairs += waitFor
 				answered := 0
 				for answered < waitFor {
 					// Answers of other stripes may come between.

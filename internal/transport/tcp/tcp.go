@@ -444,7 +444,11 @@ func (t *Transport) Connect(ctx context.Context, peers []int) error {
 }
 
 // Send sends p to peer as one message under fingerprint fp. It returns once
-// p is handed to the kernel, so p may be reused.
+// p is handed to the kernel, so p may be reused; except that on a pair with
+// several paths, a message striped over them returns only once the peer's
+// host has acknowledged the stripes on paths other than the first (until
+// then they may have to go again on the first: see failover.go), which a
+// peer whose receive window stays full can hold up.
 func (t *Transport) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
 	// While a send runs beside it, a receive does not poll: the two would
 	// compete for the CPU the sender and the peer need.
