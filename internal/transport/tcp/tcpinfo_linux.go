@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"math"
 	"net"
 	"syscall"
 	"time"
@@ -60,15 +61,24 @@ func setUserTimeout(tc *net.TCPConn, d time.Duration) {
 	})
 }
 
+// tcpClose is Linux's TCP_CLOSE state, where a reset connection ends.
+const tcpClose = 7
+
 // sendState reports whether data sent on a TCP connection is not yet
 // acknowledged by the peer's host (unsent or in flight), whether that is
 // the network's doing rather than the peer's full receive window (some is
 // in flight, or the peer's window is open and the data still waits), and
-// how long ago the last acknowledgement came.
+// how long ago the last acknowledgement came. A connection that was reset
+// counts as holding unacknowledged data the network does not take.
 func sendState(nc net.Conn) (unacked, blocked bool, ackAge time.Duration, ok bool) {
 	info := getTCPInfo(nc)
 	if info == nil {
 		return false, false, 0, false
+	}
+	if info.State == tcpClose {
+		// Reset: the kernel dropped what was not acknowledged, so
+		// nothing looks pending, yet the peer may not have it all.
+		return true, true, time.Duration(math.MaxInt64), true
 	}
 	// Snd_wnd (Linux 5.4 and later; zero before) tells a full receive
 	// window from a link that takes nothing.
