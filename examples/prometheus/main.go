@@ -158,13 +158,20 @@ func run(ctx context.Context, cfg config, stdin io.Reader, out io.Writer) error 
 	}()
 	fmt.Fprintf(out, "rank %d: metrics at http://%s/metrics\n", rank, ln.Addr())
 
+	// The communicators stay open while the metrics are served (their
+	// paths are read at scrape time), and so that no rank closes while a
+	// peer still finishes the last collective.
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for i, c := range comms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer c.Close()
 			errs[i] = work(ctx, c, cfg)
 		}()
 	}
