@@ -64,9 +64,6 @@ func (c *Comm) checkArgs(a *args) error {
 // check checks a collective's arguments and describes the call to run in
 // k. Nothing is sent for a call that fails it.
 func (c *Comm) check(a *args, k *call) error {
-	var r argcheck.Call
-	err := argcheck.Check(a, c.rank, c.size, &r)
-	k.name, k.coll, k.count, k.root, k.inPlace, k.spec = a.Name(), a.Coll, r.Count, r.Root, r.InPlace, r.Spec
-	k.dt, k.op, k.in, k.out, k.avg, k.digest = r.DT, r.Op, r.In, r.Out, r.Avg, r.Digest
-	return err
+	k.name, k.coll = a.Name(), a.Coll
+	return argcheck.Check(a, c.rank, c.size, &k.Call)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -19,17 +20,9 @@ import (
 // in-place-ness, and its program comes from the planner's cache without
 // building a Spec; the V variants carry a full Spec.
 type call struct {
-	name    string
-	coll    sched.Coll
-	count   int // per-rank count of a uniform call
-	root    int
-	inPlace bool
-	spec    *sched.Spec // nil for uniform calls
-	dt      reduce.DType
-	op      reduce.Op
-	in, out []byte
-	avg     []byte // the part of out to divide by Size for Avg (nil: none)
-	digest  int64  // Fingerprint.Count
+	name string
+	coll sched.Coll
+	argcheck.Call
 }
 
 // run executes a call and, with HCOMM_CHECK_RESULTS, checks that every
@@ -52,19 +45,19 @@ func (c *Comm) run1(parent context.Context, k *call) error {
 	if err := c.usable(); err != nil {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
 	}
-	if k.dt == 0 {
-		k.dt = reduce.Uint8
+	if k.DT == 0 {
+		k.DT = reduce.Uint8
 	}
-	es := k.dt.Size()
+	es := k.DT.Size()
 	group := c.groupFits(k)
 	var prog *sched.Program
 	var err error
 	switch {
 	case group:
-	case k.spec != nil:
-		prog, err = c.pl.Program(*k.spec, es)
+	case k.Spec != nil:
+		prog, err = c.pl.Program(*k.Spec, es)
 	default:
-		prog, err = c.pl.Uniform(k.coll, k.count, k.root, k.inPlace, es)
+		prog, err = c.pl.Uniform(k.coll, k.Count, k.Root, k.InPlace, es)
 	}
 	if err != nil {
 		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: invalid("%v", err)}
@@ -89,8 +82,8 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	if c.debug {
 		c.logOp(k, algo)
 	}
-	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.dt, Op: k.op,
-		Root: int32(k.root), Count: k.digest}
+	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.DT, Op: k.Op,
+		Root: int32(k.Root), Count: k.Digest}
 	fp := &c.fp
 	// A group call reads the clock once, at its end, unless it waits
 	// (groupArm) or is observed.
@@ -119,7 +112,7 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	if group {
 		// The deadline and the stall check are armed only if a wait
 		// outlasts the transport's polling.
-		err = c.grp.g.GroupRun(c.grp.arm, fp, k.in, k.out)
+		err = c.grp.g.GroupRun(c.grp.arm, fp, k.In, k.Out)
 		if c.grp.end != nil {
 			c.stall.End()
 			end = c.groupDisarm
@@ -134,7 +127,7 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		if c.zeroCopy(k) {
 			err = c.runZeroCopy(ctx, prog, fp, k)
 		} else {
-			err = c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
+			err = c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
 		}
 		if c.size > 1 {
 			c.stall.End()
@@ -162,8 +155,8 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	if oe != nil {
 		return oe
 	}
-	if k.op == reduce.Avg && len(k.avg) > 0 {
-		reduce.DivN(k.dt, k.avg, c.size)
+	if k.Op == reduce.Avg && len(k.Avg) > 0 {
+		reduce.DivN(k.DT, k.Avg, c.size)
 	}
 	return nil
 }
@@ -335,7 +328,7 @@ func (c *Comm) checkResults(ctx context.Context, k *call) error {
 	default:
 		return nil
 	}
-	out := k.out
+	out := k.Out
 	if checkResultsHook != nil {
 		out = append([]byte(nil), out...)
 		checkResultsHook(c.rank, out)
@@ -343,8 +336,8 @@ func (c *Comm) checkResults(ctx context.Context, k *call) error {
 	mine := crc32.Checksum(out, castagnoli)
 	all := make([]uint32, c.size)
 	sum := []uint32{mine}
-	err := c.run1(ctx, &call{name: "CheckResults", coll: sched.AllGather, count: 1, root: 0, inPlace: false,
-		dt: reduce.Uint32, in: bytesOf(sum), out: bytesOf(all), digest: 1})
+	err := c.run1(ctx, &call{name: "CheckResults", coll: sched.AllGather,
+		Call: argcheck.Call{Count: 1, DT: reduce.Uint32, In: bytesOf(sum), Out: bytesOf(all), Digest: 1}})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -81,7 +82,7 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 		}
 		x.Candidates = append(x.Candidates, pc)
 	}
-	if k := (call{coll: coll, count: count, dt: dt.internal()}); c.groupFits(&k) {
+	if k := (call{coll: coll, Call: argcheck.Call{Count: count, DT: dt.internal()}}); c.groupFits(&k) {
 		// The call runs without a schedule (group.go); the planner's
 		// pick is what a larger call would run.
 		x.Reason = "every rank on this host and a small contribution: a group call through slots in the shared segment, no schedule; the planner's pick otherwise: " +

@@ -69,7 +69,7 @@ func (c *Comm) initGroup(t transport.Transport) {
 // group form, not forced to an algorithm, and a rank's contribution fits
 // a slot.
 func (c *Comm) groupFits(k *call) bool {
-	if c.grp.g == nil || k.spec != nil || int(k.coll) >= len(c.grp.colls) {
+	if c.grp.g == nil || k.Spec != nil || int(k.coll) >= len(c.grp.colls) {
 		return false
 	}
 	blocks := int(c.grp.colls[k.coll])
@@ -77,7 +77,7 @@ func (c *Comm) groupFits(k *call) bool {
 		return false
 	}
 	// count <= max first, so that the product cannot overflow.
-	return k.count <= c.grp.max && k.count*k.dt.Size()*blocks <= c.grp.max
+	return k.Count <= c.grp.max && k.Count*k.DT.Size()*blocks <= c.grp.max
 }
 
 // groupArm arms a group call's deadline and stall check when the transport

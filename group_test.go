@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/transport"
@@ -78,22 +79,22 @@ func TestGroupPath(t *testing.T) {
 		}
 	}
 	for _, k := range []call{
-		{coll: sched.AllReduce, count: 257, dt: reduce.Float32},
-		{coll: sched.AllGather, count: 1025, dt: reduce.Uint8},
-		{coll: sched.AllToAll, count: 129, dt: reduce.Float32}, // 2 ranks × 129 × 4 B
-		{coll: sched.ReduceScatter, count: 513, dt: reduce.Uint8},
-		{coll: sched.Scatter, count: 65, dt: reduce.Float64},
-		{coll: sched.AllGather, count: 1, spec: &sched.Spec{}, dt: reduce.Uint8},
+		{coll: sched.AllReduce, Call: argcheck.Call{Count: 257, DT: reduce.Float32}},
+		{coll: sched.AllGather, Call: argcheck.Call{Count: 1025, DT: reduce.Uint8}},
+		{coll: sched.AllToAll, Call: argcheck.Call{Count: 129, DT: reduce.Float32}}, // 2 ranks × 129 × 4 B
+		{coll: sched.ReduceScatter, Call: argcheck.Call{Count: 513, DT: reduce.Uint8}},
+		{coll: sched.Scatter, Call: argcheck.Call{Count: 65, DT: reduce.Float64}},
+		{coll: sched.AllGather, Call: argcheck.Call{Count: 1, Spec: &sched.Spec{}, DT: reduce.Uint8}},
 	} {
 		if c.groupFits(&k) {
-			t.Errorf("%v of %d elements (spec %v) takes the group path", k.coll, k.count, k.spec != nil)
+			t.Errorf("%v of %d elements (spec %v) takes the group path", k.coll, k.Count, k.Spec != nil)
 		}
 	}
 	forced, _ := groupComm(t, &Config{Algo: "allreduce=ring"})
-	if k := (call{coll: sched.AllReduce, count: 2, dt: reduce.Uint8}); forced.groupFits(&k) {
+	if k := (call{coll: sched.AllReduce, Call: argcheck.Call{Count: 2, DT: reduce.Uint8}}); forced.groupFits(&k) {
 		t.Error("an AllReduce forced to ring takes the group path")
 	}
-	if k := (call{coll: sched.Barrier, dt: reduce.Uint8}); !forced.groupFits(&k) {
+	if k := (call{coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}); !forced.groupFits(&k) {
 		t.Error("a Barrier beside an AllReduce forced to ring does not take the group path")
 	}
 }
@@ -121,7 +122,7 @@ func BenchmarkGroupCallPath(b *testing.B) {
 func TestGroupPathOff(t *testing.T) {
 	t.Setenv("HCOMM_SHM_SLOTS", "0")
 	c, _ := groupComm(t, nil)
-	for _, k := range []call{{coll: sched.AllReduce, count: 2, dt: reduce.Uint8}, {coll: sched.Barrier, dt: reduce.Uint8}} {
+	for _, k := range []call{{coll: sched.AllReduce, Call: argcheck.Call{Count: 2, DT: reduce.Uint8}}, {coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}} {
 		if c.groupFits(&k) {
 			t.Errorf("with HCOMM_SHM_SLOTS=0 a %v fits the group path", k.coll)
 		}

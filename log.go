@@ -30,10 +30,10 @@ func (c *Comm) logOp(k *call, algo string) {
 			why = "the forced " + name + " cannot serve this call; cheapest under the cost model"
 		}
 	}
-	n := max(len(k.in), len(k.out))
+	n := max(len(k.In), len(k.Out))
 	c.set.log.LogAttrs(context.Background(), slog.LevelDebug, "hcomm: op",
 		slog.String("comm", c.id), slog.Int("rank", c.rank), slog.Uint64("seq", c.seq),
-		slog.String("op", k.name), slog.String("dtype", k.dt.String()), slog.Int("bytes", n),
+		slog.String("op", k.name), slog.String("dtype", k.DT.String()), slog.Int("bytes", n),
 		slog.String("algo", algo), slog.String("why", why))
 }
 

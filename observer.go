@@ -88,10 +88,10 @@ type OpEvent struct {
 func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start time.Time) (OpEvent, *rtrace.Region) {
 	var ev OpEvent
 	if o := c.set.observer; o != nil {
-		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.dt),
-			Bytes: max(len(k.in), len(k.out)), Algo: groupAlgo, Chunks: 1, Start: start}
+		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.DT),
+			Bytes: max(len(k.In), len(k.Out)), Algo: groupAlgo, Chunks: 1, Start: start}
 		if prog != nil { // nil: a group call (group.go), which moves one slot
-			ev.Algo, ev.Chunks = prog.Algo, c.ex.Chunks(prog, k.dt.Size())
+			ev.Algo, ev.Chunks = prog.Algo, c.ex.Chunks(prog, k.DT.Size())
 		}
 		if o.OpStart != nil {
 			o.OpStart(ev)

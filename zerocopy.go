@@ -15,10 +15,10 @@ import (
 // zcCall fills the communicator's reusable zcopy.Call from k.
 func (c *Comm) zcCall(k *call) *zcopy.Call {
 	z := &c.zc
-	*z = zcopy.Call{Coll: k.coll, Root: k.root, InPlace: k.inPlace, DT: k.dt, Op: k.op,
-		In: k.in, Out: k.out, Count: k.count, Spec: k.spec}
-	if k.spec != nil {
-		z.InPlace = k.spec.InPlace
+	*z = zcopy.Call{Coll: k.coll, Root: k.Root, InPlace: k.InPlace, DT: k.DT, Op: k.Op,
+		In: k.In, Out: k.Out, Count: k.Count, Spec: k.Spec}
+	if k.Spec != nil {
+		z.InPlace = k.Spec.InPlace
 	}
 	return z
 }
@@ -39,5 +39,5 @@ func (c *Comm) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fi
 	if took || err != nil {
 		return err
 	}
-	return c.ex.Run(ctx, prog, fp, k.dt, k.op, k.in, k.out)
+	return c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
 }
