@@ -217,14 +217,7 @@ func TestMultiPathAllDown(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
 	}
-	cl := newTwoLinkCluster(t, 2, [2]string{"", ""})
-	cl.addLink("mgmt0", "br2", "192.168.81", "")
-	dir := t.TempDir()
-	rsh := nsRsh(t, dir)
-	mark := filepath.Join(dir, "mark")
-	flags := []string{"-n", "2", "--hosts", fmt.Sprintf("%s:1,%s:1", cl.hosts[0], cl.hosts[1]),
-		"--rsh", rsh, "--store-addr", "192.168.81.10:0", "--tag-output", "--timeout", "4m",
-		"-x", childEnv, "-x", "HCOMM_SOCKET_IFNAME=eth", "-x", "HCOMM_TCP_DEAD=2s", "-x", "HCOMM_TEST_MARK=" + mark}
+	cl, mark, flags := markedTwoHostJob(t, "-x", "HCOMM_TCP_DEAD=2s")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -355,14 +348,7 @@ func TestMultiPathFailover(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cl := newTwoLinkCluster(t, 2, [2]string{"", ""})
-			cl.addLink("mgmt0", "br2", "192.168.81", "")
-			dir := t.TempDir()
-			rsh := nsRsh(t, dir)
-			mark := filepath.Join(dir, "mark")
-			flags := []string{"-n", "2", "--hosts", fmt.Sprintf("%s:1,%s:1", cl.hosts[0], cl.hosts[1]),
-				"--rsh", rsh, "--store-addr", "192.168.81.10:0", "--tag-output", "--timeout", "4m",
-				"-x", childEnv, "-x", "HCOMM_SOCKET_IFNAME=eth", "-x", "HCOMM_TEST_MARK=" + mark}
+			cl, mark, flags := markedTwoHostJob(t)
 			done := make(chan error, 1)
 			go func() {
 				// Wait for the job to reach its loop, then break the link.
@@ -392,4 +378,19 @@ func TestMultiPathFailover(t *testing.T) {
 			t.Logf("2 ranks, one path broken mid-loop: %v; %s", time.Since(start).Round(time.Millisecond), figures)
 		})
 	}
+}
+
+// markedTwoHostJob makes two namespaces joined by two data links (eth0,
+// eth1) and a management link for the store, and returns them, the mark
+// file the children wait for before the fault, and the `hcomm run` flags
+// of a 2-rank job across them (one rank each) with extra appended.
+func markedTwoHostJob(t *testing.T, extra ...string) (*cluster, string, []string) {
+	cl := newTwoLinkCluster(t, 2, [2]string{"", ""})
+	cl.addLink("mgmt0", "br2", "192.168.81", "")
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "mark")
+	flags := []string{"-n", "2", "--hosts", fmt.Sprintf("%s:1,%s:1", cl.hosts[0], cl.hosts[1]),
+		"--rsh", nsRsh(t, dir), "--store-addr", "192.168.81.10:0", "--tag-output", "--timeout", "4m",
+		"-x", childEnv, "-x", "HCOMM_SOCKET_IFNAME=eth", "-x", "HCOMM_TEST_MARK=" + mark}
+	return cl, mark, append(flags, extra...)
 }
