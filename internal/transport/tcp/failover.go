@@ -229,6 +229,9 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 	take := func(r result) {
 		left--
 		answered[r.pos>>6] |= 1 << (r.pos & 63)
+		if t.testTook != nil {
+			t.testTook(r.pos, r.err)
+		}
 		c := pr.conns[r.pos]
 		moved += r.n
 		c.path.received.Add(r.len)

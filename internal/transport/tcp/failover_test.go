@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,5 +205,162 @@ func TestFailoverBadRepairs(t *testing.T) {
 				t.Fatalf("Recv: %v, want a protocol violation with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFailoverRepairAfterAnswer forces the interleaving where the worker
+// receiving a stripe has already answered (its connection failed) when the
+// repair of that stripe arrives: the sender writes the repair only once the
+// receive has taken that answer. The repair must not wait for the worker a
+// second time.
+func TestFailoverRepairAfterAnswer(t *testing.T) {
+	for _, nsocks := range []int{1, 2} {
+		t.Run(fmt.Sprintf("nsocks=%d", nsocks), func(t *testing.T) {
+			trs, logs := multiPathWorld(t, 2, nsocks, "127.0.0.1:%d", "127.0.0.2:%d")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const cutSeq = 3
+			took := make(chan struct{})
+			var tookOnce sync.Once
+			trs[1].testTook = func(pos int, err error) {
+				if err != nil {
+					tookOnce.Do(func() { close(took) })
+				}
+			}
+			var cutOnce sync.Once
+			trs[0].testSend = func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error) {
+				if c.path.idx != 1 || fp.Seq != cutSeq {
+					return c.writeStripe(&fp, off, part, 0)
+				}
+				// Part of the stripe, then the end of the stream:
+				// the receiving worker fails. The write reports
+				// the failure (and the repair goes out) only once
+				// the receive took that answer (with two sockets,
+				// the path's other stripe fails at once).
+				n, err := c.writeCut(&fp, off, part, 1000)
+				c.nc.(*net.TCPConn).CloseWrite()
+				cut := false
+				cutOnce.Do(func() { cut = true })
+				if !cut {
+					return n, err
+				}
+				select {
+				case <-took:
+				case <-ctx.Done():
+				}
+				return n, err
+			}
+			sendOne(ctx, t, trs, 0, cutSeq-1, 1<<20)
+			sendOne(ctx, t, trs, 0, cutSeq, 1<<20)
+			select {
+			case <-took:
+			default:
+				t.Fatal("the receive never took a failed stripe's answer")
+			}
+			checkRetired(t, trs, logs)
+		})
+	}
+}
+
+// TestFailoverReset resets a stripe's connection from the receiving end
+// after the stripe was written whole and before the receiver read it: the
+// kernel drops what it held, so the sender must not count the stripe as
+// acknowledged but send it again on path 0.
+func TestFailoverReset(t *testing.T) {
+	trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sendOne(ctx, t, trs, 0, 1, 1<<20) // connected
+	pr1, err := trs[1].connected(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cutSeq = 2
+	reset := make(chan struct{})
+	trs[0].testSend = func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error) {
+		n, err := c.writeStripe(&fp, off, part, 0)
+		if c.path.idx != 1 || fp.Seq != cutSeq || err != nil {
+			return n, err
+		}
+		// The stripe is in the kernel; the receiver has not started
+		// the receive. Reset the connection from its end, and go on
+		// once this end has seen the reset.
+		rc := pr1.conns[c.pos].nc.(*net.TCPConn)
+		rc.SetLinger(0)
+		rc.Close()
+		for ctx.Err() == nil {
+			if _, _, age, ok := sendState(c.nc); !ok || age == time.Duration(math.MaxInt64) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		close(reset)
+		return n, err
+	}
+	// Small enough that the stripes fit the sockets' buffers whole, so
+	// the writes complete before the receive starts.
+	const n = 96 << 10
+	fp := fpFor(cutSeq, n)
+	out, in := make([]byte, n), make([]byte, n)
+	fill(out, 0, cutSeq)
+	serr := make(chan error, 1)
+	go func() { serr <- trs[0].Send(ctx, 1, &fp, out) }()
+	select {
+	case <-reset:
+	case err := <-serr:
+		t.Fatalf("Send returned before the reset: %v", err)
+	}
+	if err := errors.Join(trs[1].Recv(ctx, 0, &fp, in), <-serr); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(in, 0, cutSeq); err != nil {
+		t.Fatal(err)
+	}
+	checkRetired(t, trs, logs)
+}
+
+// sendOne sends a message of n bytes numbered seq from rank from to the
+// other of two ranks and checks what arrives.
+func sendOne(ctx context.Context, t *testing.T, trs []*Transport, from, seq, n int) {
+	t.Helper()
+	to := 1 - from
+	fp := fpFor(seq, n)
+	out, in := make([]byte, n), make([]byte, n)
+	fill(out, from, seq)
+	serr := make(chan error, 1)
+	go func() { serr <- trs[from].Send(ctx, to, &fp, out) }()
+	if err := errors.Join(trs[to].Recv(ctx, from, &fp, in), <-serr); err != nil {
+		t.Fatalf("message %d from rank %d: %v", seq, from, err)
+	}
+	if err := check(in, from, seq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRetired checks that both ends retired path 1 (and not path 0), that
+// the WARN was logged, and that messages of every size class still go
+// both ways, none of them on path 1.
+func checkRetired(t *testing.T, trs []*Transport, logs *syncBuffer) {
+	t.Helper()
+	for r, tr := range trs {
+		for _, s := range tr.Paths() {
+			if s.Path == 1 && !s.Retired || s.Path == 0 && s.Retired {
+				t.Errorf("rank %d: %v", r, s)
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), "path stopped") {
+		t.Errorf("no log line for the stopped path:\n%s", logs.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := pathSent(trs, 1)
+	for i, n := range []int{8, stripeMin, 2 << 20} {
+		for from := range 2 {
+			sendOne(ctx, t, trs, from, 1000+2*i+from, n)
+		}
+	}
+	if after := pathSent(trs, 1); after != before {
+		t.Errorf("path 1 carried %d bytes after it was retired", after-before)
 	}
 }

@@ -262,6 +262,9 @@ type Transport struct {
 	// testSend, set by tests before use, writes a stripe in place of
 	// conn.writeStripe.
 	testSend func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error)
+	// testTook, set by tests before use, is called when a receive takes
+	// the answer of the worker receiving a stripe on connection pos.
+	testTook func(pos int, err error)
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
