@@ -29,6 +29,10 @@ counted as hcomm perf counts them) and the critical path: its chunks per
 link class and what its time was spent on (α latency, transfer, queueing
 for busy resources, reduction, local copies).
 
+Small collectives of ranks all on one host (a contribution of at most 1 KiB)
+run as one group call through shared-memory slots, not a schedule: a
+"shm-slots" row then shows that call's prediction.
+
 -topo is "default" (8 ranks per host, racks of 32 hosts, 100 Gb/s NICs,
 2:1 uplinks), "local" (this kind of 2-core machine over shared memory, as
 calibrated in BENCHMARKS.md) or a JSON file of internal/sim's Topology
@@ -148,6 +152,16 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 			if best == "" || r.Time < bestT {
 				best, bestT = a.Name, r.Time
 			}
+		}
+		if *algoNames == "" && sim.SlotFits(topo, coll, *n, size) {
+			// The library runs this call as a group call, whatever
+			// the schedules would take.
+			r, err := sim.Slots(topo, coll, *n, size, sim.Options{})
+			if err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			fmt.Fprintf(stdout, "  %12d %-14s %12.2f %8.3f %8.3f  %s\n", r.Bytes, r.Algo, r.Time*1e6, r.AlgBW, r.BusBW, critical(&r.Critical))
+			fmt.Fprintf(stdout, "  %12s runs as: %s (a group call through shared-memory slots, not a schedule)\n", "", r.Algo)
 		}
 		if len(algos) > 1 && best != "" {
 			fmt.Fprintf(stdout, "  %12s fastest: %s\n", "", best)

@@ -39,6 +39,30 @@ func TestSimCmd(t *testing.T) {
 	}
 }
 
+// TestSimCmdSlots: on one host, a small collective also gets the group
+// call's row (the library runs it that way), a large one does not, nor
+// does a run forced to algorithms.
+func TestSimCmdSlots(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		rows int
+	}{
+		{[]string{"-n", "4", "-topo", "local", "-b", "8", "-e", "64K", "-f", "8192"}, 1},
+		{[]string{"-n", "4", "-topo", "local", "-op", "barrier"}, 1},
+		{[]string{"-n", "4", "-topo", "local", "-b", "8", "-algo", "ring"}, 0},
+		{[]string{"-n", "64", "-b", "8"}, 0}, // 8 hosts
+	} {
+		var out, errb bytes.Buffer
+		if err := simCmd(c.args, &out, &errb); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, errb.String())
+		}
+		s := out.String()
+		if got := strings.Count(s, "runs as: shm-slots"); got != c.rows || strings.Count(s, "shm-slots") != 2*c.rows {
+			t.Errorf("%v: %d group-call rows, want %d:\n%s", c.args, got, c.rows, s)
+		}
+	}
+}
+
 func TestSimCmdErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")

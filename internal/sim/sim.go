@@ -206,13 +206,9 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		t.SHM.Beta *= t.CacheFactor
 		t.Gamma *= t.CacheFactor
 		t.CopyBeta *= t.CacheFactor
+		t.MemBW /= t.CacheFactor // the cache serves the copies, not memory
 	}
-	if !t.oversubscribed(n) {
-		t.SHMSwitch = 0
-	}
-	if t.SHMCoreShare == 0 {
-		t.SHMCoreShare = 1
-	}
+	t.oversubscription(n)
 	P, xor, err := period(a, s, es)
 	if err != nil {
 		return Result{}, err
@@ -412,7 +408,8 @@ type machine struct {
 	chunk     int64
 	eager     [nClass]int64 // largest send a transport buffers, per link class
 	maxPieces int
-	xor       bool // programs repeat under XOR, not shifts (see period)
+	xor       bool    // programs repeat under XOR, not shifts (see period)
+	wake      float64 // latency of a wait on shared memory (Topology.SHMWake)
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
 	hostsSim  int   // hosts simulated
@@ -451,6 +448,7 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 		L = S
 	}
 	m.L, m.copies = int32(L), int32(S/L)
+	m.wake = t.SHMWake
 	m.chunk = int64(t.ChunkBytes)
 	if m.chunk <= 0 {
 		m.chunk = exec.DefaultChunkBytes
@@ -949,6 +947,11 @@ func (m *machine) deliver(c, o int32, it item, now float64) {
 	if it.first >= now {
 		// The op waited for the piece: the path runs through the sender.
 		st.bd, t = it.bd, it.first
+		if m.wake > 0 && m.host(st.peer) == m.host(c) {
+			// Oversubscribed: the rank sees it at its next turn on a core.
+			t += m.wake
+			st.bd.Queue += m.wake
+		}
 	}
 	st.lastMin = it.last
 	st.phase = phArrived

@@ -626,6 +626,30 @@ func TestOversubscribed(t *testing.T) {
 	if want := alpha + 2*sw; !near(r.Time, want, 1e-9) {
 		t.Errorf("2 ranks on 1 core: %g s, want α + 2 switches = %g", r.Time, want)
 	}
+	// A rank that waited sees its chunk a wake later per rank per core
+	// beyond one; not at all on a core of its own.
+	const wake = 2e-6
+	tp.SHMWake = wake
+	for _, c := range []struct {
+		n, cores int
+		want     float64
+	}{{2, 2, alpha}, {2, 1, alpha + 2*sw + wake}, {4, 2, 0}} {
+		tp.Cores = c.cores
+		if r, err = Simulate(tp, ar, sched.AllReduce, c.n, 8, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if c.want == 0 {
+			// 4 ranks on 2 cores: two steps, each waiting one wake.
+			if r.Critical.Queue < 2*wake {
+				t.Errorf("4 ranks on 2 cores: queue %g s on the critical path, want at least 2 wakes (%g)", r.Critical.Queue, 2*wake)
+			}
+			continue
+		}
+		if !near(r.Time, c.want, 1e-9) {
+			t.Errorf("%d ranks on %d cores with a wake: %g s, want %g", c.n, c.cores, r.Time, c.want)
+		}
+	}
+	tp.SHMWake = 0
 	// 1 MiB each way, β only: on one core the two copies serialise for
 	// their core share of the time.
 	const mib, beta = 1 << 20, 1e-9
@@ -641,5 +665,62 @@ func TestOversubscribed(t *testing.T) {
 		if want := (1 + share) * mib * beta; !near(r.Time, want, 1e-6) {
 			t.Errorf("core share %g: %g s, want %g", share, r.Time, want)
 		}
+	}
+}
+
+// TestSlots checks the group-call model: which calls are group calls, and
+// a call's time where it can be worked out by hand.
+func TestSlots(t *testing.T) {
+	loc := Local()
+	for _, c := range []struct {
+		coll  sched.Coll
+		n     int
+		bytes int64
+		topo  Topology
+		want  bool
+	}{
+		{sched.AllReduce, 2, 8, loc, true},
+		{sched.AllReduce, 8, 1024, loc, true},
+		{sched.AllReduce, 8, 1028, loc, false},
+		{sched.AllGather, 8, 8192, loc, true}, // 1 KiB each
+		{sched.AllGather, 8, 8200, loc, false},
+		{sched.Barrier, 4, 0, loc, true},
+		{sched.AllReduce, 1, 8, loc, false},
+		{sched.AllReduce, 16, 8, Default(), false}, // two hosts
+		{sched.AllReduce, 8, 8, Default(), true},
+	} {
+		if got := SlotFits(c.topo, c.coll, c.n, c.bytes); got != c.want {
+			t.Errorf("SlotFits(%s, %d ranks, %d B) = %v, want %v", c.coll, c.n, c.bytes, got, c.want)
+		}
+	}
+	if _, err := Slots(loc, sched.AllReduce, 16, 1<<20, Options{}); !errors.Is(err, ErrNoSlots) {
+		t.Errorf("1 MiB: %v, want ErrNoSlots", err)
+	}
+	// No bytes cost: a call is the slot α on cores of their own.
+	tp := flat(0, 0)
+	tp.SlotAlpha = 1e-6
+	for _, reps := range []int{1, 5} {
+		r, err := Slots(tp, sched.AllReduce, 2, 8, Options{Repeat: reps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := float64(reps) * 1e-6; !near(r.Time, want, 1e-9) || r.Algo != SlotAlgo {
+			t.Errorf("%d calls: %s %g s, want %g", reps, r.Algo, r.Time, want)
+		}
+	}
+	// 4 ranks on one core: the writes take turns (a switch each), the
+	// last is visible α later, and the ranks that waited for it see it
+	// 3 wakes later (3 ranks per core beyond one).
+	const sw, alpha, wake = 1e-6, 2e-6, 0.5e-6
+	tp.Cores, tp.SHMSwitch, tp.SlotAlpha, tp.SHMWake = 1, sw, alpha, wake
+	r, err := Slots(tp, sched.AllReduce, 4, 8, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 4*sw + alpha + 3*wake; !near(r.Time, want, 1e-9) {
+		t.Errorf("4 ranks on 1 core: %g s, want %g", r.Time, want)
+	}
+	if got := r.Critical.Total(); !near(got, r.Time, 1e-9) {
+		t.Errorf("critical path adds up to %g s, not %g", got, r.Time)
 	}
 }

@@ -88,6 +88,18 @@ type Topology struct {
 	// (LogP's o on a shared core). Since it holds a core, it grows with
 	// the ranks sharing each core. 0: none.
 	SHMSwitch float64 `json:"shm_switch,omitempty"`
+	// SHMWake applies when a host runs more ranks than Cores: a rank that
+	// waited for a shared-memory chunk (or a peer's slot) sees it only
+	// once it is scheduled again, after the other ranks sharing its core
+	// took their turns polling and yielding. Its latency grows by SHMWake
+	// for every rank per core beyond one (ranks/cores − 1, the most
+	// crowded host's). 0: none.
+	SHMWake float64 `json:"shm_wake,omitempty"`
+	// SlotAlpha is the latency of a group call through the shared
+	// segment's slots (internal/transport/shm: small collectives of ranks
+	// all on one host, see Slots): a rank writes its slot and reads those
+	// it needs, which arrive in parallel. 0: SHM.Alpha.
+	SlotAlpha float64 `json:"slot_alpha,omitempty"`
 	// SHMCoreShare is the fraction of a shared-memory chunk's b·β during
 	// which it holds a core; the rest (waiting on memory and on the peer)
 	// leaves the core to other ranks, which matters only when ranks
@@ -126,30 +138,33 @@ func Default() Topology {
 }
 
 // Local is a model of this kind of machine running every rank on one
-// host over shared memory: two cores shared by all ranks, with α, β, γ
-// and the cache's effect fitted by scripts/simval to `hcomm perf
-// -transport shm` AllReduce and AllGather on 2 ranks only of an idle
-// 2-core virtual machine (the 4- and 8-rank runs validate it;
-// BENCHMARKS.md): 1 µs per chunk, 0.2 ns per byte copied and 0.1 ns per
-// byte reduced, 0.3 times that when a host's buffers fit in 32 MiB of
-// cache. Its oversubscription terms, for more ranks than cores, were
-// fitted on 2 ranks confined to one core (scripts/simval/measure.sh):
-// 1.5 µs of switching per shared-memory chunk, and a copy occupying a
-// core for 0.3 of its b·β.
+// host over shared memory: two cores shared by all ranks, its terms fitted
+// by scripts/simval to `hcomm perf -transport shm` on an idle 2-core
+// virtual machine (BENCHMARKS.md), each set on its own measurements, none
+// on the 4- and 8-rank runs that validate it. On 2 ranks' AllReduce and
+// AllGather schedules: 0.75 µs per chunk, 0.1 ns per byte copied and
+// reduced, 9 GB/s of memory bandwidth, 0.7 times the byte costs (and
+// memory time) when a host's buffers fit in 16 MiB of cache. On 2 ranks'
+// group calls: a slot α of 0.6 µs. On 2 ranks confined to one core (more
+// ranks than cores): 0.25 µs of switching per shared-memory chunk, a copy
+// occupying a core for 0.4 of its b·β, and a wake of 2.5 µs per extra
+// rank per core for a rank that waited.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 1e-6, Beta: 0.2e-9}
-	t.MemBW = 8e9
+	t.SHM = Link{Alpha: 0.75e-6, Beta: 0.1e-9}
+	t.MemBW = 9e9
 	t.Gamma = 0.1e-9
 	t.CopyBeta = 0.1e-9
-	t.CacheBytes = 32 << 20
-	t.CacheFactor = 0.3
-	t.SHMSwitch = 1.5e-6
-	t.SHMCoreShare = 0.3
+	t.CacheBytes = 16 << 20
+	t.CacheFactor = 0.7
+	t.SlotAlpha = 0.6e-6
+	t.SHMSwitch = 0.25e-6
+	t.SHMCoreShare = 0.4
+	t.SHMWake = 2.5e-6
 	return t
 }
 
@@ -236,8 +251,10 @@ func (t Topology) Check() error {
 	if t.NICBurst < 0 || t.NICBurst > 0 && !(t.NICLineBW >= t.NICBW && t.NICLineBW <= 1e18) {
 		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
 	}
-	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 {
-		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g out of range", t.SHMSwitch, t.SHMCoreShare))
+	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 ||
+		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 {
+		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_wake %g s, slot_alpha %g s out of range",
+			t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SlotAlpha))
 	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
@@ -260,7 +277,10 @@ func (t Topology) rxBW() float64 {
 
 // oversubscribed reports whether some host of n ranks runs more ranks
 // than it has cores.
-func (t Topology) oversubscribed(n int) bool {
+func (t Topology) oversubscribed(n int) bool { return t.perCore(n) > 1 }
+
+// perCore returns the ranks per core of the most crowded host of n ranks.
+func (t Topology) perCore(n int) float64 {
 	most := min(n, t.RanksPerHost)
 	if t.hostOf != nil {
 		per := map[int32]int{}
@@ -269,7 +289,7 @@ func (t Topology) oversubscribed(n int) bool {
 			most = max(most, per[h])
 		}
 	}
-	return most > t.cores()
+	return float64(most) / float64(t.cores())
 }
 
 func (t Topology) cores() int {
@@ -351,4 +371,18 @@ func (t Topology) Algorithms(coll sched.Coll, n int) []algo.Algorithm {
 		}
 	}
 	return as
+}
+
+// oversubscription sets t's terms for more ranks than cores as they apply
+// to n ranks: SHMSwitch and SHMWake (scaled to the ranks per core beyond
+// one) only on an oversubscribed host, SHMCoreShare 1 when unset.
+func (t *Topology) oversubscription(n int) {
+	if pc := t.perCore(n); pc > 1 {
+		t.SHMWake *= pc - 1
+	} else {
+		t.SHMSwitch, t.SHMWake = 0, 0
+	}
+	if t.SHMCoreShare == 0 {
+		t.SHMCoreShare = 1
+	}
 }

@@ -4,12 +4,22 @@
 // ranks, size) the median of the runs beside the simulator's prediction.
 //
 // The check is honest: the model's parameters are never fitted to the
-// points it is judged on. Over shared memory, α, β, γ and the cache factor
-// (and the cache size below which it applies) are fitted (a grid search
-// for the smallest mean |error|) on the runs of
-// -fit ranks only (default 2: one exchange per step, in effect a
-// message-latency and copy-bandwidth micro-measurement) and the other rank
-// counts are the validation set. Over TCP the link's bandwidth is not
+// points it is judged on. Over shared memory each set of terms is fitted
+// (a coordinate search on a grid per term, for the smallest mean |error|)
+// on measurements of its own, the earlier sets held:
+//   - α, β, γ, memory bandwidth and the cache (factor and size) on the
+//     schedules (AllReduce forced to each algorithm, AllGather) of the
+//     -fit ranks only (default 2, on the machine's cores: one exchange per
+//     step, in effect a message-latency and copy-bandwidth measurement);
+//   - the slot α on those ranks' group calls (small collectives left to
+//     the planner, which run through shared-memory slots);
+//   - the terms for more ranks than cores (switch, core share, wake) on
+//     the calibration runs measure.sh makes with ranks confined to fewer
+//     cores (2, 3 and 4 ranks on one core, 3 on two), schedules and group
+//     calls alike.
+//
+// The other runs (4 and 8 ranks on the machine's 2 cores) are the
+// validation set. Over TCP the link's bandwidth is not
 // fitted at all: it is the tbf rate given to measure_tcp.sh less the
 // Ethernet, IP and TCP headers of full frames; only α (per message) is
 // fitted, on the -fit runs' messages of at most 2 KiB.
@@ -30,10 +40,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/plan"
@@ -67,13 +79,6 @@ type point struct {
 	slot bool    // ran as a group call through shared-memory slots: no schedule to simulate
 }
 
-// slotMax is the largest contribution a group call of the shared-memory
-// transport takes (internal/transport/shm's groupMax): perf's collectives
-// of all-local ranks up to that size, unless forced to an algorithm, run
-// as one group call through slots, with no schedule the simulator could
-// run. Such points are shown but neither fitted nor validated.
-const slotMax = 1024
-
 type config struct {
 	tcp     bool
 	rate    float64 // tbf rate, bits/s
@@ -89,7 +94,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,switch,core share] (shm; without the last two they are fitted on the confined runs) or α (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake] (shm; without the last five the slot α and the oversubscription terms are fitted) or α (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	if err := fs.Parse(args); err != nil {
@@ -136,11 +141,9 @@ func run(args []string, out io.Writer) error {
 		// Runs confined to fewer cores are calibration runs of 2 ranks:
 		// always fitted on, never validated.
 		pts[i].fit = slices.Contains(c.fitN, pts[i].n) || pts[i].cores > 0
-		contrib := pts[i].bytes
-		if pts[i].op == "allgather" {
-			contrib /= int64(pts[i].n)
-		}
-		pts[i].slot = !c.tcp && pts[i].algo == "auto" && contrib <= slotMax
+		// perf's collectives of all-local ranks run as group calls unless
+		// forced to an algorithm (sim.SlotFits).
+		pts[i].slot = !c.tcp && pts[i].algo == "auto" && sim.SlotFits(sim.Local(), colls[pts[i].op], pts[i].n, pts[i].bytes)
 	}
 	return evaluate(c, pts, out)
 }
@@ -172,6 +175,8 @@ func parseRate(s string) (float64, error) {
 // ar_nN_cC_rR.csv holds a run confined to C cores.
 func load(dir string) ([]point, error) {
 	files, _ := filepath.Glob(filepath.Join(dir, "a[rg]_n*_r*.csv"))
+	sl, _ := filepath.Glob(filepath.Join(dir, "sl_n*_r*.csv"))
+	files = append(files, sl...)
 	meas := map[key][]float64{}
 	algos := []string{"ring", "rd", "hd", "dbtree"}
 	for _, name := range files {
@@ -271,13 +276,25 @@ func shmTopo(alpha, beta, gamma, cache float64) sim.Topology {
 // predict fills p.pred and p.err under t; the algorithm of an "auto" point
 // is the planner's pick, as perf ran it.
 func predict(t sim.Topology, p *point, tcp bool) error {
-	if p.slot {
-		p.algo, p.pred, p.err = "slots", math.NaN(), math.NaN()
-		return nil
-	}
 	coll, ok := colls[p.op]
 	if !ok {
 		return fmt.Errorf("unknown collective %s", p.op)
+	}
+	if p.cores > 0 {
+		t.Cores = p.cores
+	}
+	if p.slot {
+		var ts [2]float64
+		for i, reps := range loopReps {
+			r, err := sim.Slots(t, coll, p.n, p.bytes, sim.Options{Repeat: reps})
+			if err != nil {
+				return err
+			}
+			ts[i] = r.Time
+		}
+		p.algo = "slots"
+		p.setPred(ts)
+		return nil
 	}
 	name := p.algo
 	if name == "auto" {
@@ -299,9 +316,6 @@ func predict(t sim.Topology, p *point, tcp bool) error {
 	if !ok {
 		return fmt.Errorf("no %s algorithm %s", p.op, name)
 	}
-	if p.cores > 0 {
-		t.Cores = p.cores
-	}
 	// hcomm perf times a loop of calls back to back after warming up: the
 	// prediction is the time a call adds to such a loop.
 	var ts [2]float64
@@ -313,12 +327,17 @@ func predict(t sim.Topology, p *point, tcp bool) error {
 		ts[i] = r.Time
 	}
 	p.algo = name
+	p.setPred(ts)
+	return nil
+}
+
+// setPred sets the prediction from the simulated times of loopReps calls.
+func (p *point) setPred(ts [2]float64) {
 	p.pred = (ts[1] - ts[0]) / float64(loopReps[1]-loopReps[0]) * 1e6
 	if loopReps[0] == 0 {
 		p.pred = ts[1] * 1e6
 	}
 	p.err = (p.pred - p.med) / p.med * 100
-	return nil
 }
 
 // meanAbs returns the mean |error| of the points selected by keep.
@@ -326,7 +345,7 @@ func meanAbs(pts []point, keep func(*point) bool) (mean float64, within, total i
 	var sum float64
 	for i := range pts {
 		p := &pts[i]
-		if !keep(p) || p.slot {
+		if !keep(p) {
 			continue
 		}
 		total++
@@ -341,15 +360,36 @@ func meanAbs(pts []point, keep func(*point) bool) (mean float64, within, total i
 	return sum / float64(total), within, total
 }
 
+// predictAll predicts the points kept, one goroutine per CPU.
 func predictAll(t sim.Topology, pts []point, tcp bool, keep func(*point) bool) error {
+	work := make(chan *point)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for p := range work {
+				if err := predict(t, p, tcp); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
 	for i := range pts {
 		if keep(&pts[i]) {
-			if err := predict(t, &pts[i], tcp); err != nil {
-				return err
-			}
+			work <- &pts[i]
 		}
 	}
-	return nil
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
 }
 
 // tcpTopo is one rank per host, the hosts' egress shaped to rate (bits/s
@@ -373,6 +413,114 @@ func tcpTopo(rate, alpha float64) sim.Topology {
 	t.NICLineBW, t.NICRxBW = line, line
 	return t
 }
+
+// axis is one parameter of a fit: its candidate values and how it sets a
+// topology.
+type axis struct {
+	name string
+	vals []float64
+	set  func(*sim.Topology, float64)
+}
+
+func us(v ...float64) []float64 {
+	for i := range v {
+		v[i] *= 1e-6
+	}
+	return v
+}
+
+func ns(v ...float64) []float64 {
+	for i := range v {
+		v[i] *= 1e-9
+	}
+	return v
+}
+
+// The parameters fitted over shared memory, in three separate sets of
+// measurements: the 2-core terms on 2 ranks running schedules, slotAxes on
+// 2 ranks running group calls, overAxes (more ranks than cores) on the
+// calibration runs confined to fewer cores than ranks.
+var (
+	baseAxes = []axis{
+		{"α", us(0.5, 0.75, 1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 20), func(t *sim.Topology, v float64) { t.SHM.Alpha = v }},
+		{"β", ns(0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8), func(t *sim.Topology, v float64) { t.SHM.Beta = v }},
+		{"γ", ns(0.05, 0.1, 0.15, 0.2, 0.3, 0.5), func(t *sim.Topology, v float64) { t.Gamma = v; t.CopyBeta = v }},
+		{"memory", []float64{5e9, 6e9, 7e9, 8e9, 9e9, 10e9, 12e9, 14e9, 16e9}, func(t *sim.Topology, v float64) { t.MemBW = v }},
+		{"cache factor", []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1}, func(t *sim.Topology, v float64) { t.CacheFactor = v }},
+		{"cache", []float64{4 << 20, 8 << 20, 16 << 20, 32 << 20}, func(t *sim.Topology, v float64) { t.CacheBytes = int64(v) }},
+	}
+	slotAxes = []axis{
+		{"slot α", us(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 3), func(t *sim.Topology, v float64) { t.SlotAlpha = v }},
+	}
+	overAxes = []axis{
+		{"switch", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMSwitch = v }},
+		{"core share", []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMCoreShare = v }},
+		{"wake", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMWake = v }},
+	}
+)
+
+// search fits axes on the points kept, the rest of t fixed: a coordinate
+// search on the axes' grids (each axis in turn set to its best value
+// with the others held, until a round changes nothing) from the values
+// nearest t's, minimising the mean |error|.
+func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (sim.Topology, []float64, error) {
+	if _, _, n := meanAbs(pts, keep); n == 0 {
+		if err := predictAll(t, pts, false, keep); err != nil {
+			return t, nil, err
+		}
+		if _, _, n := meanAbs(pts, keep); n == 0 {
+			return t, nil, errNoPoints
+		}
+	}
+	cur := make([]float64, len(axes))
+	for i, a := range axes {
+		// Start from the middle of the grid.
+		cur[i] = a.vals[len(a.vals)/2]
+	}
+	eval := func(v []float64) (float64, error) {
+		tt := t
+		for i, a := range axes {
+			a.set(&tt, v[i])
+		}
+		if err := predictAll(tt, pts, false, keep); err != nil {
+			return 0, err
+		}
+		e, _, _ := meanAbs(pts, keep)
+		return e, nil
+	}
+	best, err := eval(cur)
+	if err != nil {
+		return t, nil, err
+	}
+	for round := 0; round < 10; round++ {
+		changed := false
+		for i, a := range axes {
+			for _, v := range a.vals {
+				if v == cur[i] {
+					continue
+				}
+				try := slices.Clone(cur)
+				try[i] = v
+				e, err := eval(try)
+				if err != nil {
+					return t, nil, err
+				}
+				if e < best-1e-9 {
+					best, cur, changed = e, try, true
+				}
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	for i, a := range axes {
+		a.set(&t, cur[i])
+	}
+	return t, cur, nil
+}
+
+var errNoPoints = errors.New("no points to fit on")
 
 func evaluate(c config, pts []point, out io.Writer) error {
 	fitSet := func(p *point) bool { return p.fit }
@@ -405,68 +553,12 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		t = tcpTopo(c.rate, alpha)
 		desc = fmt.Sprintf("TCP across namespaces, tbf %.0f Mbit/s: payload %.2f MB/s (not fitted), α %.1f µs (fitted on %v ranks, ≤ 2 KiB)",
 			c.rate/1e6, t.NICBW/1e6, alpha*1e6, c.fitN)
-	case c.params != "":
-		var v [6]float64
-		ps := strings.Split(c.params, ",")
-		if len(ps) != 4 && len(ps) != 6 {
-			return errors.New("-params: want α,β,γ,cache factor[,switch,core share]")
-		}
-		for i, s := range ps {
-			x, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				return fmt.Errorf("-params: %w", err)
-			}
-			v[i] = x
-		}
-		t = shmTopo(v[0], v[1], v[2], v[3])
-		t.SHMSwitch, t.SHMCoreShare = v[4], v[5]
-		if err := t.Check(); err != nil {
-			return fmt.Errorf("-params: %w", err)
-		}
-		desc = "shared memory, parameters given"
-		if len(ps) == 4 {
-			d, err := fitConfined(&t, pts)
-			if err != nil {
-				return err
-			}
-			desc += d
-		}
 	default:
-		// α, β, γ and the cache on the 2-rank runs, which have a core
-		// each; then the oversubscription terms on the 2-rank runs confined
-		// to one core (measure.sh's ar_n2_c1_*), if there are any.
-		all := func(p *point) bool { return p.fit && p.cores == 0 }
-		best, bv, bc := math.Inf(1), [4]float64{}, int64(0)
-		for _, cb := range []int64{8 << 20, 16 << 20, 32 << 20} {
-			for _, al := range []float64{0.5e-6, 1e-6, 1.5e-6, 2e-6, 3e-6, 4e-6, 6e-6, 8e-6, 10e-6, 12e-6, 14e-6, 17e-6, 20e-6, 25e-6, 30e-6, 40e-6} {
-				for _, be := range []float64{0.2e-9, 0.3e-9, 0.4e-9, 0.5e-9, 0.6e-9, 0.8e-9} {
-					for _, ga := range []float64{0.1e-9, 0.2e-9, 0.3e-9, 0.5e-9} {
-						for _, co := range []float64{0.1, 0.2, 0.3, 0.5, 1} {
-							tt := shmTopo(al, be, ga, co)
-							tt.CacheBytes = cb
-							if err := predictAll(tt, pts, false, all); err != nil {
-								return err
-							}
-							if e, _, n := meanAbs(pts, all); n > 0 && e < best {
-								best, bv, bc = e, [4]float64{al, be, ga, co}, cb
-							}
-						}
-					}
-				}
-			}
-		}
-		if math.IsInf(best, 1) {
-			return errors.New("no fitting points")
-		}
-		t = shmTopo(bv[0], bv[1], bv[2], bv[3])
-		t.CacheBytes = bc
-		desc = fmt.Sprintf("shared memory, 2 cores: α %.1f µs, β %.2f ns/B, γ %.2f ns/B, cache factor %.2g below %d MiB (fitted on %v ranks)",
-			bv[0]*1e6, bv[1]*1e9, bv[2]*1e9, bv[3], bc>>20, c.fitN)
-		d, err := fitConfined(&t, pts)
+		var err error
+		t, desc, err = fitSHM(c, pts)
 		if err != nil {
 			return err
 		}
-		desc += d
 	}
 	if err := predictAll(t, pts, c.tcp, func(*point) bool { return true }); err != nil {
 		return err
@@ -477,30 +569,23 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		if p.fit {
 			set = "fit"
 		}
-		if p.slot {
-			set = "not simulated: a group call through slots"
-		}
 		n := strconv.Itoa(p.n)
 		if p.cores > 0 {
 			n += "/" + strconv.Itoa(p.cores) + "c"
 		}
-		if p.slot {
-			fmt.Fprintf(out, "%-9s %-7s n=%-4s %9d  measured %10.1f µs (runs %s)  %s\n",
-				p.op, p.algo, n, p.bytes, p.med, runsString(p.runs), set)
-			continue
-		}
-		fmt.Fprintf(out, "%-9s %-7s n=%-4s %9d  measured %10.1f µs (runs %s)  predicted %10.1f µs  %+6.1f%%  %s\n",
+		fmt.Fprintf(out, "%-9s %-9s n=%-4s %9d  measured %10.1f µs (runs %s)  predicted %10.1f µs  %+6.1f%%  %s\n",
 			p.op, p.algo, n, p.bytes, p.med, runsString(p.runs), p.pred, p.err, set)
 	}
 	val := func(p *point) bool { return !p.fit }
 	big := func(p *point) bool { return !p.fit && p.bytes >= c.bigOnly }
 	small := func(p *point) bool { return !p.fit && p.bytes < c.bigOnly }
+	slot := func(p *point) bool { return !p.fit && p.slot }
 	for _, s := range []struct {
 		name string
 		keep func(*point) bool
-	}{{"fitting set", fitSet}, {"validation set", val}, {"validation, ≥ 512 KiB", big}, {"validation, < 512 KiB", small}} {
+	}{{"fitting set", fitSet}, {"validation set", val}, {"validation, ≥ 512 KiB", big}, {"validation, < 512 KiB", small}, {"validation, group calls", slot}} {
 		e, w, n := meanAbs(pts, s.keep)
-		fmt.Fprintf(out, "# %-22s %3d of %3d points within 25%%, mean |error| %.1f%%\n", s.name+":", w, n, e)
+		fmt.Fprintf(out, "# %-24s %3d of %3d points within 25%%, mean |error| %.1f%%\n", s.name+":", w, n, e)
 	}
 	if c.md {
 		markdown(pts, out)
@@ -508,30 +593,83 @@ func evaluate(c config, pts []point, out io.Writer) error {
 	return nil
 }
 
-// fitConfined fits t's oversubscription terms (SHMSwitch, SHMCoreShare)
-// on the runs confined to fewer cores than ranks, its other parameters
-// fixed, and describes them.
-func fitConfined(t *sim.Topology, pts []point) (string, error) {
-	confined := func(p *point) bool { return p.fit && p.cores > 0 }
-	if _, _, n := meanAbs(pts, confined); n == 0 {
-		return "; no runs confined to fewer cores: no oversubscription terms", nil
-	}
-	best := math.Inf(1)
-	var bs, bf float64
-	for _, sw := range []float64{0, 0.25e-6, 0.5e-6, 1e-6, 1.5e-6, 2e-6, 2.5e-6, 3e-6, 4e-6, 5e-6, 6e-6, 8e-6, 10e-6, 15e-6, 20e-6} {
-		for _, f := range []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1} {
-			tt := *t
-			tt.SHMSwitch, tt.SHMCoreShare = sw, f
-			if err := predictAll(tt, pts, false, confined); err != nil {
-				return "", err
+// fitSHM returns the shared-memory model and its description: the 2-core
+// terms fitted on the -fit ranks' schedules (or given by -params), the
+// slot α on their group calls, the oversubscription terms on the
+// calibration runs (ranks confined to fewer cores). Each set of terms is
+// fitted on its own measurements, the earlier terms held.
+func fitSHM(c config, pts []point) (sim.Topology, string, error) {
+	t := sim.Local()
+	var v []float64
+	if c.params != "" {
+		for _, s := range strings.Split(c.params, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return t, "", fmt.Errorf("-params: %w", err)
 			}
-			if e, _, _ := meanAbs(pts, confined); e < best {
-				best, bs, bf = e, sw, f
-			}
+			v = append(v, x)
+		}
+		if len(v) != 4 && len(v) != 9 {
+			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake]")
+		}
+		t = shmTopo(v[0], v[1], v[2], v[3])
+		if len(v) == 9 {
+			t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake = v[4], v[5], v[6], v[7], v[8]
+		}
+		if err := t.Check(); err != nil {
+			return t, "", fmt.Errorf("-params: %w", err)
+		}
+		if len(v) == 9 {
+			return t, "shared memory, parameters given", nil
 		}
 	}
-	t.SHMSwitch, t.SHMCoreShare = bs, bf
-	return fmt.Sprintf("; ranks > cores: switch %.2f µs per chunk, core share %.1f (fitted on 2 ranks confined to 1 core)", bs*1e6, bf), nil
+	var desc strings.Builder
+	if c.params == "" {
+		base := func(p *point) bool { return p.fit && p.cores == 0 && !p.slot }
+		var err error
+		if t, _, err = search(t, baseAxes, pts, base); err != nil {
+			return t, "", fmt.Errorf("2-core terms: %w", err)
+		}
+		fmt.Fprintf(&desc, "shared memory, 2 cores: α %.2f µs, β %.2f ns/B, γ %.2f ns/B, memory %.0f GB/s, cache factor %.2g below %d MiB (fitted on %v ranks' schedules)",
+			t.SHM.Alpha*1e6, t.SHM.Beta*1e9, t.Gamma*1e9, t.MemBW/1e9, t.CacheFactor, t.CacheBytes>>20, c.fitN)
+	} else {
+		desc.WriteString("shared memory, 2-core terms given")
+	}
+	slots := func(p *point) bool { return p.fit && p.cores == 0 && p.slot }
+	t2, _, err := search(t, slotAxes, pts, slots)
+	switch {
+	case errors.Is(err, errNoPoints):
+		desc.WriteString("; no group calls on the fitting ranks: slot α = α")
+	case err != nil:
+		return t, "", err
+	default:
+		t = t2
+		fmt.Fprintf(&desc, "; group calls: slot α %.2f µs (fitted on their group calls)", t.SlotAlpha*1e6)
+	}
+	over := func(p *point) bool { return p.fit && p.cores > 0 }
+	t2, _, err = search(t, overAxes, pts, over)
+	switch {
+	case errors.Is(err, errNoPoints):
+		t.SHMSwitch, t.SHMCoreShare, t.SHMWake = 0, 0, 0
+		desc.WriteString("; no runs confined to fewer cores: no oversubscription terms")
+	case err != nil:
+		return t, "", err
+	default:
+		t = t2
+		var runs []string
+		for _, p := range pts {
+			if over(&p) {
+				r := fmt.Sprintf("%d/%dc", p.n, p.cores)
+				if !slices.Contains(runs, r) {
+					runs = append(runs, r)
+				}
+			}
+		}
+		slices.Sort(runs)
+		fmt.Fprintf(&desc, "; ranks > cores: switch %.2f µs per chunk, core share %.1f, wake %.2f µs per extra rank per core (fitted on ranks/cores %s)",
+			t.SHMSwitch*1e6, t.SHMCoreShare, t.SHMWake*1e6, strings.Join(runs, ", "))
+	}
+	return t, desc.String(), nil
 }
 
 func runsString(v []float64) string {
@@ -575,9 +713,6 @@ func markdown(pts []point, out io.Writer) {
 			rows = append(rows, r)
 		}
 		cells[r][p.bytes] = fmt.Sprintf("%s / %s (%+.0f%%)", fnum(p.med), fnum(p.pred), p.err)
-		if p.slot {
-			cells[r][p.bytes] = fnum(p.med) + " / slots"
-		}
 	}
 	slices.Sort(sizes)
 	fmt.Fprint(out, "| op | algo | ranks |")

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hcomm-go/hcomm/internal/sim"
 )
 
 // TestTCPValidation runs the validation on the TCP runs kept in testdata
@@ -87,67 +89,69 @@ func atoi(t *testing.T, s string) int {
 	return v
 }
 
-// TestConfinedFit: runs made by the model itself (known α, β, γ, cache,
-// switch and core share) on 2 ranks, on 2 ranks confined to one core and
-// on 4 ranks; with α, β, γ and the cache given, the fit on the 2-rank runs
-// predicts the 4-rank ones: it recovers the oversubscription terms from the confined
-// runs, which stay in the fitting set; small AllGathers, which run as
-// group calls through slots, are shown but neither fitted nor validated.
+// TestConfinedFit: runs made by the model itself (known terms) on 2
+// ranks, on 2 and 4 ranks confined to one core, and on 4 ranks; with α,
+// β, γ and the cache given, the fit recovers the slot α from the 2-rank
+// group calls and the oversubscription terms from the confined runs,
+// which stay in the fitting set, and predicts the 4-rank runs — schedules
+// and group calls — it was not fitted on.
 func TestConfinedFit(t *testing.T) {
 	truth := shmTopo(1e-6, 0.3e-9, 0.1e-9, 0.5)
-	truth.SHMSwitch, truth.SHMCoreShare = 3e-6, 0.7
+	truth.SHMSwitch, truth.SHMCoreShare, truth.SHMWake, truth.SlotAlpha = 3e-6, 0.7, 2.5e-6, 0.4e-6
 	dir := t.TempDir()
 	sizes := []int64{8, 32768, 1 << 20}
-	write := func(name, op string, n, cores int, sizes []int64) {
+	write := func(name, op, algo string, n, cores int, sizes []int64) {
 		var b strings.Builder
 		b.WriteString("impl,op,ranks,bytes,usec,algbw_GBps,busbw_GBps\n")
-		for _, algo := range []string{"ring", "rd"} {
-			if op != "allreduce" {
-				algo = "auto"
-			}
+		for _, a := range strings.Split(algo, ",") {
 			for _, sz := range sizes {
-				p := point{key: key{op: op, algo: algo, n: n, cores: cores, bytes: sz}, med: 1}
-				tt := truth
-				if err := predict(tt, &p, false); err != nil {
+				p := point{key: key{op: op, algo: a, n: n, cores: cores, bytes: sz}, med: 1}
+				p.slot = a == "auto" && sim.SlotFits(sim.Local(), colls[op], n, sz)
+				if err := predict(truth, &p, false); err != nil {
 					t.Fatal(err)
 				}
 				fmt.Fprintf(&b, "hcomm,%s,%d,%d,%.4f,0,0\n", op, n, sz, p.pred)
-			}
-			if op != "allreduce" {
-				break
 			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("ar_n2_r1.csv", "allreduce", 2, 0, sizes)
-	write("ar_n2_c1_r1.csv", "allreduce", 2, 1, sizes)
-	write("ar_n4_r1.csv", "allreduce", 4, 0, sizes)
-	write("ag_n4_r1.csv", "allgather", 4, 0, []int64{2048, 1 << 20})
+	write("ar_n2_r1.csv", "allreduce", "ring,rd", 2, 0, sizes)
+	write("ar_n2_c1_r1.csv", "allreduce", "ring,rd", 2, 1, sizes)
+	write("ar_n4_c1_r1.csv", "allreduce", "ring,rd", 4, 1, sizes)
+	write("ar_n4_r1.csv", "allreduce", "ring,rd", 4, 0, sizes)
+	write("ag_n4_r1.csv", "allgather", "auto", 4, 0, []int64{2048, 1 << 20})
+	write("sl_n2_r1.csv", "allreduce", "auto", 2, 0, []int64{8, 1024})
+	write("sl_n2_c1_r1.csv", "allreduce", "auto", 2, 1, []int64{8, 1024})
+	write("sl_n4_c1_r1.csv", "allreduce", "auto", 4, 1, []int64{8, 1024})
+	write("sl_n4_r1.csv", "allreduce", "auto", 4, 0, []int64{8, 1024})
 	var out bytes.Buffer
-	// The 2-core terms given (their grid search is slow under -race),
-	// the oversubscription terms fitted.
+	// The 2-core terms given (their search is slow under -race), the
+	// others fitted.
 	if err := run([]string{"-params", "1e-6,0.3e-9,0.1e-9,0.5", dir}, &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
-	if !strings.Contains(s, "ranks > cores: switch 3.00 µs per chunk, core share 0.7 (fitted on 2 ranks confined to 1 core)") {
-		t.Errorf("oversubscription terms not recovered:\n%s", s)
+	for _, want := range []string{"group calls: slot α 0.40 µs",
+		"ranks > cores: switch 3.00 µs per chunk, core share 0.7, wake 2.50 µs per extra rank per core (fitted on ranks/cores 2/1c, 4/1c)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("terms not recovered (want %q):\n%s", want, s)
+		}
 	}
 	m := regexp.MustCompile(`validation set:\s+(\d+) of\s+(\d+) points within 25%, mean \|error\| ([0-9.]+)%`).FindStringSubmatch(s)
-	if m == nil || m[1] != m[2] || m[2] != "7" {
-		t.Fatalf("validation summary %q, want 7 of 7 points (6 AllReduce, the 1 MiB AllGather)\n%s", m, s)
+	if m == nil || m[1] != m[2] || m[2] != "10" {
+		t.Fatalf("validation summary %q, want 10 of 10 points (6 AllReduce, 2 AllGather, 2 group calls)\n%s", m, s)
 	}
 	if e, _ := strconv.ParseFloat(m[3], 64); e > 1 {
 		t.Errorf("validation mean error %v%% on points the model made itself\n%s", e, s)
 	}
 	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, "n=2/1c") && !strings.HasSuffix(line, " fit") {
+		if !strings.HasPrefix(line, "#") && strings.Contains(line, "/1c") && !strings.HasSuffix(line, " fit") {
 			t.Errorf("a confined run outside the fitting set: %s", line)
 		}
 	}
-	if !strings.Contains(s, "allgather slots   n=4         2048") || !strings.Contains(s, "not simulated: a group call through slots") {
-		t.Errorf("the 2 KiB AllGather of 4 ranks (512 B each) is not shown as a slot call:\n%s", s)
+	if !strings.Contains(s, "allgather slots     n=4         2048") {
+		t.Errorf("the 2 KiB AllGather of 4 ranks (512 B each) is not a group call:\n%s", s)
 	}
 }

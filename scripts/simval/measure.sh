@@ -1,24 +1,44 @@
 #!/bin/bash
-# Measures what scripts/simval compares hcomm sim with: AllReduce (ring,
-# rd, hd, dbtree forced in turn), AllGather and Broadcast over shared memory
-# on 2, 4 and 8 ranks, three runs each, into $1 (default simval-data); and
-# the calibration runs of the oversubscription terms: the AllReduces on 2
-# ranks confined to one core (taskset -c 0: more ranks than cores, as 4
-# and 8 ranks are on a 2-core machine), into ar_n2_c1_r*.csv.
+# Measures what scripts/simval compares hcomm sim with, over shared memory,
+# into $1 (default simval-data), three runs each:
+#   validation (and the 2-rank fit): AllReduce (ring, rd, hd, dbtree forced
+#     in turn), AllGather and Broadcast on 2, 4 and 8 ranks (ar_nN_rR.csv,
+#     ag_nN_rR.csv); small AllReduce and AllGather left to the planner, which
+#     runs them as group calls through slots (sl_nN_rR.csv);
+#   calibration of the terms for more ranks than cores, never validated:
+#     the same AllReduces and slot calls on 2, 3 and 4 ranks confined to one
+#     core (taskset -c 0) and on 3 ranks on the two cores
+#     (ar_nN_cC_rR.csv, sl_nN_cC_rR.csv; C = 1, or 2 for 3 ranks).
+# The validated combinations of ranks and cores (4 and 8 ranks on 2 cores)
+# are never among the calibration runs.
 # Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval [-md] dir
-# (parameters fitted on the 2-rank runs, validated on the 4- and 8-rank ones).
 # Run it on an idle machine: small messages over shared memory are the
 # scheduler's time when other jobs share the cores.
 set -e
 out=${1:-simval-data}
 mkdir -p "$out"
 go build -o "$out/hcomm" ./cmd/hcomm
+ar() { # ranks, then a command prefix (taskset)
+	local n=$1
+	shift
+	"$@" "$out/hcomm" perf -n "$n" -transport shm -op allreduce -b 8 -e 16M -f 16 -T 150ms -csv \
+		-algo allreduce=ring -algo allreduce=rd -algo allreduce=hd -algo allreduce=dbtree
+}
+sl() {
+	local n=$1
+	shift
+	"$@" "$out/hcomm" perf -n "$n" -transport shm -op allreduce,allgather -b 8 -e 1K -f 4 -T 150ms -csv
+}
 for rep in 1 2 3; do
 	for n in 2 4 8; do
-		"$out/hcomm" perf -n $n -transport shm -op allreduce -b 8 -e 16M -f 16 -T 150ms -csv \
-			-algo allreduce=ring -algo allreduce=rd -algo allreduce=hd -algo allreduce=dbtree >"$out/ar_n${n}_r${rep}.csv"
+		ar $n >"$out/ar_n${n}_r${rep}.csv"
 		"$out/hcomm" perf -n $n -transport shm -op allgather,broadcast -b 8 -e 16M -f 16 -T 150ms -csv >"$out/ag_n${n}_r${rep}.csv"
+		sl $n >"$out/sl_n${n}_r${rep}.csv"
 	done
-	taskset -c 0 "$out/hcomm" perf -n 2 -transport shm -op allreduce -b 8 -e 16M -f 16 -T 150ms -csv \
-		-algo allreduce=ring -algo allreduce=rd -algo allreduce=hd -algo allreduce=dbtree >"$out/ar_n2_c1_r${rep}.csv"
+	for n in 2 3 4; do
+		ar $n taskset -c 0 >"$out/ar_n${n}_c1_r${rep}.csv"
+		sl $n taskset -c 0 >"$out/sl_n${n}_c1_r${rep}.csv"
+	done
+	ar 3 >"$out/ar_n3_c2_r${rep}.csv"
+	sl 3 >"$out/sl_n3_c2_r${rep}.csv"
 done
