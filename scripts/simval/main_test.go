@@ -63,6 +63,33 @@ func TestSHMValidationRuns(t *testing.T) {
 	}
 }
 
+// TestSHMIdle runs sim.Local()'s terms on the idle shared-memory runs
+// kept in testdata/shm-idle (measure.sh on an idle 2-core VM, 2026-11-24
+// 04:37 UTC, with runs of 2 ranks confined to one core), which they were
+// fitted on (2-rank runs only): the 4- and 8-rank points validate, the
+// group calls among them, and their count within 25% must not fall below
+// what the model reached (51 of 70).
+func TestSHMIdle(t *testing.T) {
+	l := sim.Local()
+	params := fmt.Sprintf("%g,%g,%g,%g,%g,%g,%g,%g,%g", l.SHM.Alpha, l.SHM.Beta, l.Gamma, l.CacheFactor,
+		l.MemBW, l.SlotAlpha, l.SHMSwitch, l.SHMCoreShare, l.SHMWake)
+	var out bytes.Buffer
+	if err := run([]string{"-params", params, "testdata/shm-idle"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	m := regexp.MustCompile(`validation set:\s+(\d+) of\s+(\d+) points within 25%`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("no summary in\n%s", s)
+	}
+	if within, total := atoi(t, m[1]), atoi(t, m[2]); total != 70 || within < 51 {
+		t.Errorf("%d of %d validation points within 25%%, want at least 51 of 70\n%s", within, total, s)
+	}
+	if !strings.Contains(s, "allgather slots     n=8          128") {
+		t.Errorf("the small AllGathers of 8 ranks are not validated as group calls:\n%s", s)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{

@@ -13,8 +13,14 @@
 # are never among the calibration runs.
 # Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval [-md] dir
 # Run it on an idle machine: small messages over shared memory are the
-# scheduler's time when other jobs share the cores.
+# scheduler's time when other jobs share the cores. BOOST=1 runs it in a
+# new session whose autogroup has nice -20, which keeps most of the CPU
+# time for it on a machine others load (label such figures "under load").
 set -e
+if [ "${BOOST:-0}" = 1 ] && [ -z "${SIMVAL_BOOSTED:-}" ]; then
+	export SIMVAL_BOOSTED=1
+	exec setsid bash -c 'echo -20 >/proc/self/autogroup && exec "$@"' _ "$0" "$@"
+fi
 out=${1:-simval-data}
 mkdir -p "$out"
 go build -o "$out/hcomm" ./cmd/hcomm
