@@ -22,7 +22,10 @@ type LinkCosts struct {
 // The cost functions of the layout algorithms (Algorithm.LinkCost) follow,
 // in the α–β–γ model per link class. A ring step costs what its slowest
 // edge costs; an edge between hosts shares its host's NIC with the host's
-// other edges leaving it in the same step. bytes is a rank's vector for
+// other edges leaving it in the same step: the messages leaving a host in
+// one step take turns there, each for its whole α + β·len (α being the
+// per-message work of the host's network stack), as
+// sched.CriticalPathHosts prices the flat algorithms. bytes is a rank's vector for
 // AllReduce, Reduce and Broadcast and the total of the blocks for
 // AllGather and ReduceScatter.
 
@@ -63,7 +66,7 @@ func (l Layout) ringStep(order []int, m float64, lc LinkCosts) float64 {
 	if share == 0 {
 		return lc.Intra.time(m)
 	}
-	return max(lc.Inter.Alpha+float64(share)*lc.Inter.Beta*m, lc.Intra.time(m))
+	return max(float64(share)*lc.Inter.time(m), lc.Intra.time(m))
 }
 
 // FlatRingCost is the cost of the flat AllReduce ring, in rank order, on
@@ -90,8 +93,8 @@ func hierAllReduceCost(l Layout, bytes float64, lc LinkCosts) float64 {
 	n, H, L, _ := l.shape()
 	intra := 2 * float64(L-1) * lc.Intra.time(bytes/float64(L))
 	// Every rank of a host sends its 1/L share at once through the host's
-	// NIC: per step the NIC moves bytes/H.
-	inter := 2 * float64(H-1) * lc.Inter.time(bytes/float64(H))
+	// NIC: per step the NIC moves bytes/H in L messages.
+	inter := 2 * float64(H-1) * (float64(L)*lc.Inter.Alpha + lc.Inter.Beta*bytes/float64(H))
 	return intra + inter + lc.Gamma*bytes*float64(n-1)/float64(n) + lc.Gamma*bytes*float64(H-1)/float64(H)/float64(L)
 }
 
@@ -159,8 +162,8 @@ func hierAllGatherCost(l Layout, bytes float64, lc LinkCosts) float64 {
 	block := bytes / float64(n)
 	inter, intra := l.railSteps()
 	// Per inter-host step a host's NIC carries one block of each of its
-	// R rails at most.
-	return inter*(lc.Inter.Alpha+float64(R)*lc.Inter.Beta*block) + intra*lc.Intra.time(block)
+	// R rails at most, each a message.
+	return inter*float64(R)*lc.Inter.time(block) + intra*lc.Intra.time(block)
 }
 
 func hierReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {

@@ -27,7 +27,10 @@ func TestLayoutChoice(t *testing.T) {
 		// The multi-rail forms move (H−1)/H of the data through a NIC,
 		// the host-ordered ring (n−1)/n.
 		{"interleaved allgather", &interleaved, "", sched.AllGather, 4 << 20, "hier"},
-		{"interleaved reducescatter", &interleaved, "", sched.ReduceScatter, 4 << 20, "hier"},
+		// Recursive halving's first round stays in the host here, as
+		// halving-doubling's does: it moves what the rails move through
+		// a NIC in fewer messages.
+		{"interleaved reducescatter", &interleaved, "", sched.ReduceScatter, 4 << 20, "rh"},
 		{"allgather forced hring", &interleaved, "allgather=hring", sched.AllGather, 4 << 20, "hring"},
 		// Consecutively the binomial tree is the hierarchical one (1→0,
 		// 3→2, then 2→0), and the flat algorithm wins the tie; placed
@@ -83,12 +86,12 @@ func TestLayoutChoice(t *testing.T) {
 	if a, _ := p.Choose(small, 4); a.Name != "leader" {
 		t.Errorf("4×4 at 64 B picks %s, want leader", a.Name)
 	}
-	mid := sched.Uniform(sched.AllReduce, 16, 16<<10, 0, false)
+	mid := sched.Uniform(sched.AllReduce, 16, 64<<10, 0, false)
 	before, _ := p.Choose(mid, 4)
 	p.SetInterLink(algo.Link{Alpha: NetworkModel.Alpha, Beta: 8 / 1e9})
 	after, _ := p.Choose(mid, 4)
 	if before.Name != "leader" || after.Name != "hier" {
-		t.Errorf("4×4 at 64 KiB picks %s, and %s on 1 Gbit/s links; want leader, then hier", before.Name, after.Name)
+		t.Errorf("4×4 at 256 KiB picks %s, and %s on 1 Gbit/s links; want leader, then hier", before.Name, after.Name)
 	}
 	if err := New(0, 4, NetworkModel, nil).SetLayout(algo.Layout{Hosts: [][]int{{0, 1}}}); err == nil {
 		t.Error("a layout of 2 of 4 ranks accepted")
