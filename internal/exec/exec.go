@@ -430,6 +430,15 @@ const overlapMin = 512 << 10
 // messages: a copy, a send and a receive at once.
 const overlapProcs = 3
 
+// OverlapMin and OverlapProcs are the rule above for other packages
+// (internal/sim models it): a step's local ops run beside its messages
+// when they write at least OverlapMin bytes and GOMAXPROCS is at least
+// OverlapProcs.
+const (
+	OverlapMin   = overlapMin
+	OverlapProcs = overlapProcs
+)
+
 // localBytes is how many bytes the local ops of a step write.
 func localBytes(ops []sched.Op, es int) int {
 	n := 0

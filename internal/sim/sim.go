@@ -5,7 +5,9 @@
 // # Model
 //
 // Every rank executes its program as internal/exec does: steps in order,
-// the ops of a step concurrently, local ops (copies, reductions) first;
+// the ops of a step concurrently, local ops (copies, reductions) first, or
+// beside the messages when they are large and a rank has cores enough
+// (exec.OverlapMin, exec.OverlapProcs);
 // every message cut into chunks of ChunkBytes, a forwarding op passing
 // chunk i on before receiving chunk i+1. A chunk of b bytes between two
 // ranks takes α + b·β of its link class (shared memory in a host, network
@@ -410,6 +412,7 @@ type machine struct {
 	maxPieces int
 	xor       bool    // programs repeat under XOR, not shifts (see period)
 	wake      float64 // latency of a wait on shared memory (Topology.SHMWake)
+	overlap   bool    // a step's large local ops run beside its messages (exec.OverlapMin)
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
 	hostsSim  int   // hosts simulated
@@ -449,6 +452,10 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	}
 	m.L, m.copies = int32(L), int32(S/L)
 	m.wake = t.SHMWake
+	// The executor overlaps a step's large local ops with its messages
+	// when a rank has OverlapProcs CPUs or more: hcomm run gives each of
+	// a host's ranks its share of the cores.
+	m.overlap = t.procs(n) >= exec.OverlapProcs
 	m.chunk = int64(t.ChunkBytes)
 	if m.chunk <= 0 {
 		m.chunk = exec.DefaultChunkBytes
@@ -719,6 +726,11 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		rs.stepStart = now
 		m.stamp++
 		h := m.simHost(m.host(c))
+		// Local ops run first, or beside the messages when large enough
+		// and the executor overlaps them (lnow, lbd: their own clock and
+		// path; the step ends when both are done).
+		lnow, lbd := now, bd
+		overlap := m.overlap && localBytes(ops) >= exec.OverlapMin
 		for i := range ops {
 			o := &ops[i]
 			if o.local() {
@@ -726,10 +738,13 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 				if o.kind == sched.LocalReduce {
 					work = float64(o.bytes) * m.t.Gamma
 				}
-				start := m.core(h, now, work)
-				bd.Queue += start - now
-				bd.Local += work
-				now = start + work
+				start := m.core(h, lnow, work)
+				lbd.Queue += start - lnow
+				lbd.Local += work
+				lnow = start + work
+				if !overlap {
+					now, bd = lnow, lbd
+				}
 				continue
 			}
 			st := opState{bytes: o.bytes, kind: o.kind, peer: m.mv(o.peer, rs.shift), to: m.mv(o.to, rs.shift),
@@ -756,12 +771,26 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 			m.push(event{t: now, rank: c, op: int32(len(rs.ops) - 1)})
 		}
 		rs.stepEnd, rs.stepBd = now, bd
+		if overlap && lnow > now {
+			rs.stepEnd, rs.stepBd = lnow, lbd
+		}
 		rs.pending = int32(len(rs.ops))
 		if rs.pending > 0 {
 			return
 		}
 		m.traceStep(c)
 	}
+}
+
+// localBytes returns the bytes a step's local ops write.
+func localBytes(ops []cop) int64 {
+	var b int64
+	for i := range ops {
+		if ops[i].local() {
+			b += ops[i].bytes
+		}
+	}
+	return b
 }
 
 // claim marks the class of real rank r as used by a send (recv false) or

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/exec"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -722,5 +723,32 @@ func TestSlots(t *testing.T) {
 	}
 	if got := r.Critical.Total(); !near(got, r.Time, 1e-9) {
 		t.Errorf("critical path adds up to %g s, not %g", got, r.Time)
+	}
+}
+
+// TestOverlap: a step whose local ops write at least exec.OverlapMin runs
+// them beside its messages when each rank has exec.OverlapProcs cores
+// (as the executor does), before them otherwise.
+func TestOverlap(t *testing.T) {
+	const beta = 1e-9
+	tp := flat(0, beta)
+	tp.CopyBeta = beta
+	ag := lookup(t, sched.AllGather, "ring")
+	const total = 4 << 20 // 2 MiB blocks: a 2 MiB copy of the own block
+	var times [2]float64
+	for i, cores := range []int{2, 2 * exec.OverlapProcs} {
+		tp.Cores = cores
+		r, err := Simulate(tp, ag, sched.AllGather, 2, total, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		times[i] = r.Time
+	}
+	// Before: the copy (2 MiB·β), then the block (2 MiB·β); beside: the
+	// longer of the two.
+	block := float64(total/2) * beta
+	if !near(times[0], 2*block, 1e-6) || !near(times[1], block, 1e-6) {
+		t.Errorf("ring AllGather of 2 MiB blocks: %g s with a core per rank, %g s with %d; want %g and %g",
+			times[0], times[1], exec.OverlapProcs, 2*block, block)
 	}
 }

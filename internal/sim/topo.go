@@ -280,7 +280,10 @@ func (t Topology) rxBW() float64 {
 func (t Topology) oversubscribed(n int) bool { return t.perCore(n) > 1 }
 
 // perCore returns the ranks per core of the most crowded host of n ranks.
-func (t Topology) perCore(n int) float64 {
+func (t Topology) perCore(n int) float64 { return float64(t.most(n)) / float64(t.cores()) }
+
+// most returns the ranks of the most crowded host of n ranks.
+func (t Topology) most(n int) int {
 	most := min(n, t.RanksPerHost)
 	if t.hostOf != nil {
 		per := map[int32]int{}
@@ -289,7 +292,7 @@ func (t Topology) perCore(n int) float64 {
 			most = max(most, per[h])
 		}
 	}
-	return float64(most) / float64(t.cores())
+	return most
 }
 
 func (t Topology) cores() int {
@@ -372,6 +375,11 @@ func (t Topology) Algorithms(coll sched.Coll, n int) []algo.Algorithm {
 	}
 	return as
 }
+
+// procs returns the CPUs each rank of the most crowded host of n ranks
+// gets (its GOMAXPROCS under hcomm run: the cores over the local ranks, at
+// least 1).
+func (t Topology) procs(n int) int { return max(1, t.cores()/max(1, t.most(n))) }
 
 // oversubscription sets t's terms for more ranks than cores as they apply
 // to n ranks: SHMSwitch and SHMWake (scaled to the ranks per core beyond
