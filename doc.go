@@ -79,11 +79,11 @@
 // event that can never come (a dependency cycle, an event never recorded)
 // times out naming the streams and events involved.
 //
-// A Bucketer fuses many small tensors into large AllReduces, as data-parallel
-// training does with gradients: tensors are registered once in the same
-// order on every rank, grouped into buckets by size and type, and each
-// bucket is reduced when all its tensors are ready (or when its time window
-// expires). Bucket contents and launch order depend only on the
+// A Bucketer (package hcomm/fusion) fuses many small tensors into large
+// AllReduces, as data-parallel training does with gradients: tensors are
+// registered once in the same order on every rank, grouped into buckets by
+// size and type, and each bucket is reduced when all its tensors are ready
+// (or when its time window expires). Bucket contents and launch order depend only on the
 // registration, never on timing, so results are bitwise reproducible.
 // examples/ddp is a complete data-parallel training program built on them.
 //

@@ -2,9 +2,11 @@ package hcomm
 
 import (
 	"context"
+	"log/slog"
 	rtrace "runtime/trace"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/fusion"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/stream"
 )
@@ -24,17 +26,18 @@ type Observer struct {
 	// NewStream records an event, waits for one, or runs an item of work
 	// (on the stream's goroutine; free-standing streams report nothing).
 	Stream func(StreamEvent)
-	// BucketLaunch is called when a Bucketer of the communicator
-	// launches a bucket's reduction (on the goroutine that triggered it,
-	// under the Bucketer's lock).
+	// BucketLaunch is called when a Bucketer (package hcomm/fusion) of
+	// the communicator launches a bucket's reduction (on the goroutine
+	// that triggered it, under the Bucketer's lock).
 	BucketLaunch func(BucketEvent)
 }
 
-// A BucketEvent describes a Bucketer's launch of one bucket.
+// A BucketEvent describes the launch of one bucket by a Bucketer
+// (package hcomm/fusion).
 type BucketEvent struct {
 	Comm     string // the communicator's identity
 	Rank     int
-	Bucket   int       // the bucket's index (BucketInfo.Index)
+	Bucket   int       // the bucket's index (fusion.BucketInfo.Index)
 	Bytes    int       // the bucket's size
 	Tensors  int       // tensors in the bucket
 	NotReady int       // of which not ready (they contribute zeros)
@@ -125,5 +128,19 @@ func (c *Comm) streamHook(f func(StreamEvent), s *stream.Stream[collArgs]) strea
 	return func(what, event string, start time.Time, d time.Duration, err error) {
 		f(StreamEvent{Comm: c.id, Rank: c.rank, Stream: s.Name(), Kind: what, Event: event,
 			Start: start, Duration: d, Err: err})
+	}
+}
+
+// The Bucketer (hcomm/fusion) sees inside the root's values through
+// fusion.Root, and nothing else does.
+func init() {
+	fusion.Root.Event = func(e any) *stream.Event { return &e.(*Event).e }
+	fusion.Root.Stream = func(s any) fusion.Stream { return &s.(*Stream).s }
+	fusion.Root.Log = func(c any) *slog.Logger { return c.(*Comm).set.log }
+	fusion.Root.Launched = func(c any, l fusion.Launch) {
+		if c := c.(*Comm); c.set.observer != nil && c.set.observer.BucketLaunch != nil {
+			c.set.observer.BucketLaunch(BucketEvent{Comm: c.id, Rank: c.rank, Bucket: l.Bucket, Bytes: l.Bytes,
+				Tensors: l.Tensors, NotReady: l.NotReady, Flushed: l.Flushed, At: l.At})
+		}
 	}
 }

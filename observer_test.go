@@ -158,46 +158,6 @@ func TestRuntimeTraceRegions(t *testing.T) {
 	}
 }
 
-// TestObserverBucketLaunch: each bucket launch reaches the Observer,
-// saying how many of its tensors were not ready and what launched it.
-func TestObserverBucketLaunch(t *testing.T) {
-	var mu sync.Mutex
-	var got []BucketEvent
-	obs := &Observer{BucketLaunch: func(e BucketEvent) { mu.Lock(); got = append(got, e); mu.Unlock() }}
-	onLocalRanks(t, 2, &Config{Timeout: time.Minute, Observer: obs}, func(c *Comm) error {
-		ctx := context.Background()
-		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, AllowUnused: true})
-		defer b.Close()
-		x, y := []float64{1, 2}, []float64{3, 4}
-		gx, _ := Register(b, "x", x)
-		gy, _ := Register(b, "y", y)
-		if err := b.Build(ctx); err != nil {
-			return err
-		}
-		if err := gy.Ready(); err != nil {
-			return err
-		}
-		if c.Rank() == 0 {
-			if err := gx.Ready(); err != nil {
-				return err
-			}
-		}
-		return b.Wait(ctx)
-	})
-	if len(got) != 2 {
-		t.Fatalf("%d launches, want 2: %+v", len(got), got)
-	}
-	for _, e := range got {
-		want := BucketEvent{Comm: "local", Rank: e.Rank, Bucket: 0, Bytes: 32, Tensors: 2, At: e.At}
-		if e.Rank == 1 {
-			want.NotReady, want.Flushed = 1, true
-		}
-		if e != want || e.At.IsZero() {
-			t.Errorf("got %+v, want %+v", e, want)
-		}
-	}
-}
-
 // lateGroup is a transport.Group whose calls take at least late: the
 // time the peers' slots took to be filled.
 type lateGroup struct{ late time.Duration }

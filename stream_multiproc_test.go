@@ -2,8 +2,6 @@ package hcomm
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -12,8 +10,8 @@ import (
 
 // rankStreams is the child mode "streams" of TestRankProcess: one rank of
 // a multi-process job running asynchronous collectives ordered by events
-// between a compute and a communication stream, and a Bucketer checked
-// against one AllReduce per tensor.
+// between a compute and a communication stream. (The Bucketer's
+// multi-process test is in package hcomm/fusion.)
 func rankStreams(t *testing.T, c *Comm) {
 	ctx := context.Background()
 	compute, comm := c.NewStream("compute"), c.NewStream("comm")
@@ -49,50 +47,6 @@ func rankStreams(t *testing.T, c *Comm) {
 		}
 	}
 
-	// Bucketer against unfused AllReduce, bitwise (exact values).
-	rng := rand.New(rand.NewPCG(11, 0))
-	specs := randomSpecs(rng, 40)
-	b := NewBucketer(c, BucketConfig{Threshold: 8 << 10, Stream: comm})
-	tns := make([]*anyTensor, len(specs))
-	gs := make([]*Grad, len(specs))
-	for i, sp := range specs {
-		tns[i] = makeTensor(sp)
-		g, err := registerSpec(b, fmt.Sprint("t", i), sp, tns[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		gs[i] = g
-	}
-	if err := b.Build(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i, sp := range specs {
-		if err := bindView(gs[i], sp, tns[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	order := rand.New(rand.NewPCG(uint64(c.Rank()), 5)).Perm(len(specs))
-	for _, i := range order {
-		fillTensor(tns[i], specs[i], uint64(i*101+c.Rank()), true)
-		if err := gs[i].Ready(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	for i, sp := range specs {
-		want := makeTensor(sp)
-		fillTensor(want, sp, uint64(i*101+c.Rank()), true)
-		buf := want.bytes()
-		if err := c.AllReduceBytes(ctx, buf, buf, sp.dt, Sum); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(tns[i].bytes(), buf) {
-			t.Fatalf("tensor %d: bucketed result differs from AllReduce", i)
-		}
-	}
 }
 
 // TestMultiProcessStreams runs rankStreams as separate processes over

@@ -1,8 +1,8 @@
 // Command ddp trains a small multilayer perceptron by data-parallel
 // full-batch gradient descent: every rank holds a shard of a generated
 // dataset, computes the gradient of its shard, and the gradients are summed
-// through an hcomm.Bucketer on a communication stream while the backward
-// pass of the earlier layers is still computing.
+// through a fusion.Bucketer (package hcomm/fusion) on a communication
+// stream while the backward pass of the earlier layers is still computing.
 //
 // Run it as several ranks of one process, or as a job of processes:
 //
@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/fusion"
 )
 
 // config is the command line.
@@ -190,17 +191,17 @@ func train(ctx context.Context, cfg config, c *hcomm.Comm, overlap bool) outcome
 	// Gradients: plain slices for a single process, views into the
 	// Bucketer's fusion buffers otherwise (reduced in place, no copies).
 	grads := m.zeroGrads()
-	var b *hcomm.Bucketer
-	var handles []*hcomm.Grad // per layer: weights, biases
+	var b *fusion.Bucketer
+	var handles []*fusion.Grad // per layer: weights, biases
 	if c != nil {
-		b = hcomm.NewBucketer(c, hcomm.BucketConfig{Threshold: cfg.threshold, Op: hcomm.Sum})
+		b = fusion.NewBucketer(c, fusion.Config{Threshold: cfg.threshold, Op: hcomm.Sum})
 		defer b.Close()
 		for l := range m.layers {
-			gw, err := hcomm.RegisterView[float64](b, fmt.Sprintf("layer%d.w", l), len(grads[l].w))
+			gw, err := fusion.RegisterView[float64](b, fmt.Sprintf("layer%d.w", l), len(grads[l].w))
 			if err != nil {
 				return outcome{err: err}
 			}
-			gb, err := hcomm.RegisterView[float64](b, fmt.Sprintf("layer%d.b", l), len(grads[l].b))
+			gb, err := fusion.RegisterView[float64](b, fmt.Sprintf("layer%d.b", l), len(grads[l].b))
 			if err != nil {
 				return outcome{err: err}
 			}
@@ -211,8 +212,8 @@ func train(ctx context.Context, cfg config, c *hcomm.Comm, overlap bool) outcome
 		}
 		for l := range m.layers {
 			var err1, err2 error
-			grads[l].w, err1 = hcomm.View[float64](handles[2*l])
-			grads[l].b, err2 = hcomm.View[float64](handles[2*l+1])
+			grads[l].w, err1 = fusion.View[float64](handles[2*l])
+			grads[l].b, err2 = fusion.View[float64](handles[2*l+1])
 			if err := errors.Join(err1, err2); err != nil {
 				return outcome{err: err}
 			}

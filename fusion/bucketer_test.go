@@ -1,21 +1,25 @@
-package hcomm
+package fusion
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hcomm-go/hcomm/internal/clock"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/internal/clock"
 )
 
 // tensorSpec is one tensor of a random set.
 type tensorSpec struct {
-	dt   DType
+	dt   hcomm.DType
 	n    int
 	view bool
 }
@@ -25,11 +29,11 @@ type anyTensor struct {
 	f32 []float32
 	f64 []float64
 	i32 []int32
-	h16 []Float16
+	h16 []hcomm.Float16
 }
 
 func randomSpecs(rng *rand.Rand, count int) []tensorSpec {
-	dts := []DType{DTypeFloat32, DTypeFloat64, DTypeInt32, DTypeFloat16}
+	dts := []hcomm.DType{hcomm.DTypeFloat32, hcomm.DTypeFloat64, hcomm.DTypeInt32, hcomm.DTypeFloat16}
 	specs := make([]tensorSpec, count)
 	for i := range specs {
 		n := rng.IntN(300)
@@ -53,25 +57,25 @@ func fillTensor(tn *anyTensor, spec tensorSpec, seed uint64, exact bool) {
 		return rng.NormFloat64() * math.Exp2(float64(rng.IntN(40)-20))
 	}
 	switch spec.dt {
-	case DTypeFloat32:
+	case hcomm.DTypeFloat32:
 		for i := range tn.f32 {
 			tn.f32[i] = float32(val())
 		}
-	case DTypeFloat64:
+	case hcomm.DTypeFloat64:
 		for i := range tn.f64 {
 			tn.f64[i] = val()
 		}
-	case DTypeInt32:
+	case hcomm.DTypeInt32:
 		for i := range tn.i32 {
 			tn.i32[i] = int32(rng.Uint32())
 		}
-	case DTypeFloat16:
+	case hcomm.DTypeFloat16:
 		for i := range tn.h16 {
 			v := val()
 			if exact {
 				v /= 16
 			}
-			tn.h16[i] = Float16From(float32(v))
+			tn.h16[i] = hcomm.Float16From(float32(v))
 		}
 	}
 }
@@ -93,14 +97,14 @@ func (tn *anyTensor) bytes() []byte {
 func makeTensor(spec tensorSpec) *anyTensor {
 	tn := &anyTensor{}
 	switch spec.dt {
-	case DTypeFloat32:
+	case hcomm.DTypeFloat32:
 		tn.f32 = make([]float32, spec.n)
-	case DTypeFloat64:
+	case hcomm.DTypeFloat64:
 		tn.f64 = make([]float64, spec.n)
-	case DTypeInt32:
+	case hcomm.DTypeInt32:
 		tn.i32 = make([]int32, spec.n)
-	case DTypeFloat16:
-		tn.h16 = make([]Float16, spec.n)
+	case hcomm.DTypeFloat16:
+		tn.h16 = make([]hcomm.Float16, spec.n)
 	}
 	return tn
 }
@@ -109,24 +113,24 @@ func makeTensor(spec tensorSpec) *anyTensor {
 // handle and the storage the test writes gradients into.
 func registerSpec(b *Bucketer, name string, spec tensorSpec, tn *anyTensor) (*Grad, error) {
 	switch spec.dt {
-	case DTypeFloat32:
+	case hcomm.DTypeFloat32:
 		if spec.view {
 			return RegisterView[float32](b, name, spec.n)
 		}
 		return Register(b, name, tn.f32)
-	case DTypeFloat64:
+	case hcomm.DTypeFloat64:
 		if spec.view {
 			return RegisterView[float64](b, name, spec.n)
 		}
 		return Register(b, name, tn.f64)
-	case DTypeInt32:
+	case hcomm.DTypeInt32:
 		if spec.view {
 			return RegisterView[int32](b, name, spec.n)
 		}
 		return Register(b, name, tn.i32)
 	default:
 		if spec.view {
-			return RegisterView[Float16](b, name, spec.n)
+			return RegisterView[hcomm.Float16](b, name, spec.n)
 		}
 		return Register(b, name, tn.h16)
 	}
@@ -140,14 +144,14 @@ func bindView(g *Grad, spec tensorSpec, tn *anyTensor) error {
 	}
 	var err error
 	switch spec.dt {
-	case DTypeFloat32:
+	case hcomm.DTypeFloat32:
 		tn.f32, err = View[float32](g)
-	case DTypeFloat64:
+	case hcomm.DTypeFloat64:
 		tn.f64, err = View[float64](g)
-	case DTypeInt32:
+	case hcomm.DTypeInt32:
 		tn.i32, err = View[int32](g)
 	default:
-		tn.h16, err = View[Float16](g)
+		tn.h16, err = View[hcomm.Float16](g)
 	}
 	if spec.n == 0 { // keep the zero-length tensor typed
 		*tn = *makeTensor(spec)
@@ -158,13 +162,13 @@ func bindView(g *Grad, spec tensorSpec, tn *anyTensor) error {
 // runBucketed reduces a random tensor set through a Bucketer for steps
 // steps, each rank marking tensors ready in its own random order, and
 // returns every rank's results of the last step.
-func runBucketed(t *testing.T, n int, specs []tensorSpec, op Op, exact bool, thresh, steps int, orderSeed uint64) [][][]byte {
+func runBucketed(t *testing.T, n int, specs []tensorSpec, op hcomm.Op, exact bool, thresh, steps int, orderSeed uint64) [][][]byte {
 	t.Helper()
 	results := make([][][]byte, n)
 	ctx := context.Background()
-	onLocalRanks(t, n, &Config{Timeout: time.Minute}, func(c *Comm) error {
+	onLocalRanks(t, n, &hcomm.Config{Timeout: time.Minute}, func(c *hcomm.Comm) error {
 		r := c.Rank()
-		b := NewBucketer(c, BucketConfig{Threshold: thresh, Op: op})
+		b := NewBucketer(c, Config{Threshold: thresh, Op: op})
 		defer b.Close()
 		tns := make([]*anyTensor, len(specs))
 		gs := make([]*Grad, len(specs))
@@ -212,11 +216,11 @@ func runBucketed(t *testing.T, n int, specs []tensorSpec, op Op, exact bool, thr
 
 // runUnfused reduces the same tensors (the last step's contents) one
 // AllReduce each.
-func runUnfused(t *testing.T, n int, specs []tensorSpec, op Op, exact bool, step int) [][][]byte {
+func runUnfused(t *testing.T, n int, specs []tensorSpec, op hcomm.Op, exact bool, step int) [][][]byte {
 	t.Helper()
 	results := make([][][]byte, n)
 	ctx := context.Background()
-	onLocalRanks(t, n, &Config{Timeout: time.Minute}, func(c *Comm) error {
+	onLocalRanks(t, n, &hcomm.Config{Timeout: time.Minute}, func(c *hcomm.Comm) error {
 		r := c.Rank()
 		res := make([][]byte, len(specs))
 		for i, sp := range specs {
@@ -243,7 +247,7 @@ func TestBucketerMatchesUnfused(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(trial), 1))
 		specs := randomSpecs(rng, 5+rng.IntN(40))
 		thresh := []int{64, 1000, 4096, 1 << 20}[trial%4]
-		op := []Op{Sum, Avg, Max}[trial%3]
+		op := []hcomm.Op{hcomm.Sum, hcomm.Avg, hcomm.Max}[trial%3]
 		t.Run(fmt.Sprintf("n=%d/tensors=%d/thresh=%d/%v", n, len(specs), thresh, op), func(t *testing.T) {
 			const steps = 3
 			got := runBucketed(t, n, specs, op, exact, thresh, steps, uint64(trial))
@@ -267,8 +271,8 @@ func TestBucketerDeterministic(t *testing.T) {
 	const n = 3
 	rng := rand.New(rand.NewPCG(99, 1))
 	specs := randomSpecs(rng, 30)
-	a := runBucketed(t, n, specs, Sum, false, 2048, 2, 1)
-	b := runBucketed(t, n, specs, Sum, false, 2048, 2, 2)
+	a := runBucketed(t, n, specs, hcomm.Sum, false, 2048, 2, 1)
+	b := runBucketed(t, n, specs, hcomm.Sum, false, 2048, 2, 2)
 	for r := range n {
 		for i := range specs {
 			if !slices.Equal(a[r][i], a[0][i]) {
@@ -285,8 +289,8 @@ func TestBucketerDeterministic(t *testing.T) {
 // on every rank; a late Ready fails with ErrLate.
 func TestBucketerWindow(t *testing.T) {
 	ctx := context.Background()
-	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
-		b := NewBucketer(c, BucketConfig{Threshold: 1 << 20, Window: 30 * time.Millisecond, AllowUnused: true})
+	onLocalRanks(t, 2, &hcomm.Config{Timeout: time.Minute}, func(c *hcomm.Comm) error {
+		b := NewBucketer(c, Config{Threshold: 1 << 20, Window: 30 * time.Millisecond, AllowUnused: true})
 		clk := clock.NewFake()
 		b.f.SetClock(clk)
 		defer b.Close()
@@ -350,10 +354,10 @@ func TestBucketerWindow(t *testing.T) {
 // compute stream can wait for the reduction through Grad.Event.
 func TestBucketerReadyAfter(t *testing.T) {
 	ctx := context.Background()
-	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
+	onLocalRanks(t, 2, &hcomm.Config{Timeout: time.Minute}, func(c *hcomm.Comm) error {
 		compute := c.NewStream("compute")
 		defer compute.Close()
-		b := NewBucketer(c, BucketConfig{Op: Avg})
+		b := NewBucketer(c, Config{Op: hcomm.Avg})
 		defer b.Close()
 		g, _ := RegisterView[float32](b, "w", 4)
 		if err := b.Build(ctx); err != nil {
@@ -390,38 +394,38 @@ func TestBucketerReadyAfter(t *testing.T) {
 
 func TestBucketerMisuse(t *testing.T) {
 	ctx := context.Background()
-	onLocalRanks(t, 2, &Config{Timeout: time.Minute}, func(c *Comm) error {
-		b := NewBucketer(c, BucketConfig{})
+	onLocalRanks(t, 2, &hcomm.Config{Timeout: time.Minute}, func(c *hcomm.Comm) error {
+		b := NewBucketer(c, Config{})
 		defer b.Close()
 		g, _ := Register(b, "a", make([]int32, 3))
-		if err := g.Ready(); !errors.Is(err, ErrInvalidArgument) {
+		if err := g.Ready(); !errors.Is(err, hcomm.ErrInvalidArgument) {
 			return fmt.Errorf("Ready before Build: %v", err)
 		}
-		if _, err := View[int32](g); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := View[int32](g); !errors.Is(err, hcomm.ErrInvalidArgument) {
 			return fmt.Errorf("View before Build: %v", err)
 		}
 		if c.Rank() == 1 {
 			Register(b, "extra", make([]int32, 1))
 		}
-		if err := b.Build(ctx); !errors.Is(err, ErrMismatch) {
+		if err := b.Build(ctx); !errors.Is(err, hcomm.ErrMismatch) {
 			return fmt.Errorf("Build with different registrations: %v, want ErrMismatch", err)
 		}
-		b2 := NewBucketer(c, BucketConfig{})
+		b2 := NewBucketer(c, Config{})
 		defer b2.Close()
 		g2, _ := Register(b2, "a", make([]int32, 3))
 		if err := b2.Build(ctx); err != nil {
 			return err
 		}
-		if _, err := Register(b2, "late", make([]int32, 1)); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := Register(b2, "late", make([]int32, 1)); !errors.Is(err, hcomm.ErrInvalidArgument) {
 			return fmt.Errorf("Register after Build: %v", err)
 		}
-		if _, err := View[float32](g2); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := View[float32](g2); !errors.Is(err, hcomm.ErrInvalidArgument) {
 			return fmt.Errorf("View with the wrong type: %v", err)
 		}
 		if err := g2.Ready(); err != nil {
 			return err
 		}
-		if err := g2.Ready(); !errors.Is(err, ErrInvalidArgument) {
+		if err := g2.Ready(); !errors.Is(err, hcomm.ErrInvalidArgument) {
 			return fmt.Errorf("double Ready: %v", err)
 		}
 		return b2.Wait(ctx)
@@ -429,13 +433,13 @@ func TestBucketerMisuse(t *testing.T) {
 }
 
 // BenchmarkBucketSize measures AllReduce over two local ranks by message
-// size, the data behind DefaultBucketBytes.
+// size, the data behind DefaultThreshold.
 func BenchmarkBucketSize(b *testing.B) {
 	for _, mib := range []int{1, 4, 8, 16, 25, 32, 64} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
 			n := mib << 20 / 4
 			ctx := context.Background()
-			comms, err := NewLocal(ctx, 2, nil)
+			comms, err := hcomm.NewLocal(ctx, 2, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -450,7 +454,7 @@ func BenchmarkBucketSize(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if err := AllReduce(ctx, c, bufs[r], bufs[r], Sum); err != nil {
+						if err := hcomm.AllReduce(ctx, c, bufs[r], bufs[r], hcomm.Sum); err != nil {
 							b.Error(err)
 						}
 					}()
@@ -462,7 +466,7 @@ func BenchmarkBucketSize(b *testing.B) {
 }
 
 // bothRanks runs body(rank) on both ranks of comms concurrently.
-func bothRanks(b *testing.B, comms []*Comm, body func(r int) error) {
+func bothRanks(b *testing.B, comms []*hcomm.Comm, body func(r int) error) {
 	var wg sync.WaitGroup
 	for r := range comms {
 		wg.Add(1)
@@ -481,7 +485,7 @@ func bothRanks(b *testing.B, comms []*Comm, body func(r int) error) {
 func BenchmarkFusion(b *testing.B) {
 	const tensors, elems = 1000, 64 // 256 bytes each
 	ctx := context.Background()
-	comms, err := NewLocal(ctx, 2, nil)
+	comms, err := hcomm.NewLocal(ctx, 2, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -491,7 +495,7 @@ func BenchmarkFusion(b *testing.B) {
 	bks := make([]*Bucketer, 2)
 	gs := make([][]*Grad, 2)
 	for r, c := range comms {
-		bks[r] = NewBucketer(c, BucketConfig{})
+		bks[r] = NewBucketer(c, Config{})
 		defer bks[r].Close()
 		for i := range tensors {
 			t := make([]float32, elems)
@@ -507,7 +511,7 @@ func BenchmarkFusion(b *testing.B) {
 		start := time.Now()
 		bothRanks(b, comms, func(r int) error {
 			for _, t := range data[r] {
-				if err := AllReduce(ctx, comms[r], t, t, Sum); err != nil {
+				if err := hcomm.AllReduce(ctx, comms[r], t, t, hcomm.Sum); err != nil {
 					return err
 				}
 			}
@@ -550,7 +554,7 @@ func BenchmarkOverlap(b *testing.B) {
 	for _, kind := range []string{"device", "cpu"} {
 		b.Run(kind, func(b *testing.B) {
 			ctx := context.Background()
-			comms, err := NewLocal(ctx, 2, nil)
+			comms, err := hcomm.NewLocal(ctx, 2, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -559,7 +563,7 @@ func BenchmarkOverlap(b *testing.B) {
 			bks := make([]*Bucketer, 2)
 			gs := make([][]*Grad, 2)
 			for r, c := range comms {
-				bks[r] = NewBucketer(c, BucketConfig{Threshold: 4 * elems})
+				bks[r] = NewBucketer(c, Config{Threshold: 4 * elems})
 				defer bks[r].Close()
 				for i := range layers {
 					g, _ := RegisterView[float32](bks[r], fmt.Sprint("layer", i), elems)
@@ -623,5 +627,176 @@ func BenchmarkOverlap(b *testing.B) {
 			b.ReportMetric(ms(overlapped), "overlap-ms")
 			b.ReportMetric(float64(overlapped)/float64(serial), "overlap/serial")
 		})
+	}
+}
+
+// TestObserverBucketLaunch: each bucket launch reaches the Observer,
+// saying how many of its tensors were not ready and what launched it.
+func TestObserverBucketLaunch(t *testing.T) {
+	var mu sync.Mutex
+	var got []hcomm.BucketEvent
+	obs := &hcomm.Observer{BucketLaunch: func(e hcomm.BucketEvent) { mu.Lock(); got = append(got, e); mu.Unlock() }}
+	onLocalRanks(t, 2, &hcomm.Config{Timeout: time.Minute, Observer: obs}, func(c *hcomm.Comm) error {
+		ctx := context.Background()
+		b := NewBucketer(c, Config{Threshold: 1 << 20, AllowUnused: true})
+		defer b.Close()
+		x, y := []float64{1, 2}, []float64{3, 4}
+		gx, _ := Register(b, "x", x)
+		gy, _ := Register(b, "y", y)
+		if err := b.Build(ctx); err != nil {
+			return err
+		}
+		if err := gy.Ready(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			if err := gx.Ready(); err != nil {
+				return err
+			}
+		}
+		return b.Wait(ctx)
+	})
+	if len(got) != 2 {
+		t.Fatalf("%d launches, want 2: %+v", len(got), got)
+	}
+	for _, e := range got {
+		want := hcomm.BucketEvent{Comm: "local", Rank: e.Rank, Bucket: 0, Bytes: 32, Tensors: 2, At: e.At}
+		if e.Rank == 1 {
+			want.NotReady, want.Flushed = 1, true
+		}
+		if e != want || e.At.IsZero() {
+			t.Errorf("got %+v, want %+v", e, want)
+		}
+	}
+}
+
+// A view too big to address is refused at registration, and a bucket
+// whose tensors together overflow is refused by Build on every rank, never
+// a View longer than its buffer (issue 11 item 7).
+func TestBucketerSizeOverflow(t *testing.T) {
+	ctx := context.Background()
+	onLocalRanks(t, 1, nil, func(c *hcomm.Comm) error {
+		b := NewBucketer(c, Config{})
+		defer b.Close()
+		if _, err := RegisterView[float64](b, "huge", 1<<60); !errors.Is(err, hcomm.ErrInvalidArgument) {
+			t.Errorf("RegisterView of 2^60 float64: err = %v, want ErrInvalidArgument", err)
+		}
+		return nil
+	})
+	onLocalRanks(t, 2, nil, func(c *hcomm.Comm) error {
+		b := NewBucketer(c, Config{})
+		defer b.Close()
+		var gs []*Grad
+		for _, name := range []string{"a", "b", "c"} {
+			g, err := RegisterView[float64](b, name, math.MaxInt/8/2)
+			if err != nil {
+				return err
+			}
+			gs = append(gs, g)
+		}
+		if err := b.Build(ctx); !errors.Is(err, hcomm.ErrInvalidArgument) {
+			t.Errorf("Build of a bucket past MaxInt bytes: err = %v, want ErrInvalidArgument", err)
+		}
+		for _, g := range gs {
+			if v, err := View[float64](g); err == nil {
+				t.Errorf("View of %q in an unbuilt bucket: %d elements, want an error", g.Name(), len(v))
+			}
+		}
+		return nil
+	})
+}
+
+// A tensor never marked ready in a step makes Wait fail with ErrUnused
+// naming it, on the rank that forgot it; AllowUnused lets it contribute
+// zeros silently, as DDP's find_unused_parameters (issue 11 item 16).
+func TestBucketerUnused(t *testing.T) {
+	ctx := context.Background()
+	for _, allow := range []bool{false, true} {
+		onLocalRanks(t, 2, nil, func(c *hcomm.Comm) error {
+			b := NewBucketer(c, Config{AllowUnused: allow})
+			defer b.Close()
+			x := []float32{1, 2}
+			y := []float32{3}
+			gx, err := Register(b, "x", x)
+			if err != nil {
+				return err
+			}
+			gy, err := Register(b, "y", y)
+			if err != nil {
+				return err
+			}
+			if err := b.Build(ctx); err != nil {
+				return err
+			}
+			if err := gx.Ready(); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				if err := gy.Ready(); err != nil {
+					return err
+				}
+			}
+			err = b.Wait(ctx)
+			switch {
+			case c.Rank() == 1 && !allow:
+				if !errors.Is(err, ErrUnused) || !strings.Contains(err.Error(), `"y"`) {
+					t.Errorf("rank 1, y never ready: Wait = %v, want ErrUnused naming \"y\"", err)
+				}
+			case err != nil:
+				t.Errorf("rank %d (AllowUnused %v): Wait = %v", c.Rank(), allow, err)
+			}
+			if y[0] != 3 || x[0] != 2 {
+				t.Errorf("rank %d: x = %v, y = %v, want [2 4] and [3] (y's missing part reduced as zero)", c.Rank(), x, y)
+			}
+			// The next step with every tensor ready is clean.
+			if err := errors.Join(gx.Ready(), gy.Ready(), b.Wait(ctx)); err != nil {
+				t.Errorf("rank %d: next step: %v", c.Rank(), err)
+			}
+			return nil
+		})
+	}
+}
+
+// TestBucketUnreadyWarn: a bucket launched with a tensor not ready is
+// reported at WARN the first time, at DEBUG after that.
+func TestBucketUnreadyWarn(t *testing.T) {
+	ctx := context.Background()
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	onLocalRanks(t, 2, &hcomm.Config{Timeout: time.Minute, Logger: log}, func(c *hcomm.Comm) error {
+		b := NewBucketer(c, Config{Threshold: 1 << 20, AllowUnused: true})
+		defer b.Close()
+		x, y := []float64{1, 2}, []float64{3, 4}
+		gx, _ := Register(b, "x", x)
+		gy, _ := Register(b, "y", y)
+		if err := b.Build(ctx); err != nil {
+			return err
+		}
+		for range 2 {
+			if err := gy.Ready(); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				if err := gx.Ready(); err != nil {
+					return err
+				}
+			}
+			if err := b.Wait(ctx); err != nil { // rank 1 flushes without x
+				return err
+			}
+		}
+		return nil
+	})
+	out := logs.String()
+	for _, w := range []string{
+		`level=WARN msg="hcomm: bucket launched with tensors not ready; they contribute zeros (later launches of this bucket like this one are logged at DEBUG)" rank=1 bucket=0 not_ready=1 tensors=2 names=x by="Flush or Wait"`,
+		`level=DEBUG msg="hcomm: bucket launched with tensors not ready; they contribute zeros" rank=1 bucket=0 not_ready=1`,
+	} {
+		if strings.Count(out, w) != 1 {
+			t.Errorf("the log does not hold once %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "rank=0 bucket=0 not_ready") {
+		t.Errorf("rank 0, whose tensors were all ready, warned:\n%s", out)
 	}
 }

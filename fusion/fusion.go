@@ -1,4 +1,17 @@
-package hcomm
+// Package fusion fuses many tensors — gradients, typically — into few
+// large AllReduce calls of an hcomm communicator, run asynchronously on an
+// hcomm.Stream so that they overlap the computation of the tensors still
+// to come. It is to an hcomm.Comm what PyTorch DDP's reducer is to a
+// process group: a layer built on the communicator's collectives, streams
+// and events.
+//
+// Register every tensor once, in the same order on every rank; call
+// Build; then, every step, mark each tensor ready as soon as its contents
+// are final, and call Wait at the end of the step (see Bucketer).
+// Bucket contents and launch order depend only on the registration, never
+// on timing, so results are bitwise reproducible. examples/ddp is a
+// complete data-parallel training program built on it.
+package fusion
 
 import (
 	"context"
@@ -6,13 +19,14 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hcomm-go/hcomm"
 	"github.com/hcomm-go/hcomm/internal/argcheck"
-	"github.com/hcomm-go/hcomm/internal/fusion"
+	ifusion "github.com/hcomm-go/hcomm/internal/fusion"
 	"github.com/hcomm-go/hcomm/internal/stream"
 )
 
-// DefaultBucketBytes is the fusion threshold a Bucketer uses when
-// BucketConfig.Threshold is zero. Measured on two ranks (BenchmarkBucketSize
+// DefaultThreshold is the fusion threshold a Bucketer uses when
+// Config.Threshold is zero. Measured on two ranks (BenchmarkBucketSize
 // in process; hcomm perf over shared memory and TCP), AllReduce reaches its
 // full bandwidth from about 1–4 MiB up, so any size in the usual 25–64 MiB
 // range loses nothing there. Bigger buckets pay off with many ranks on fast
@@ -21,21 +35,21 @@ import (
 // that latency near a tenth of the time. The low end of the range is chosen
 // because the step's last bucket cannot overlap computation: its reduction
 // is pure waiting, in proportion to its size.
-const DefaultBucketBytes = 25 << 20
+const DefaultThreshold = 25 << 20
 
 // ErrLate reports that a tensor was marked ready after its bucket had been
 // flushed without it (see Bucketer).
-var ErrLate = fusion.ErrLate
+var ErrLate = ifusion.ErrLate
 
 // ErrUnused reports that a step ended (Bucketer.Wait) with tensors never
-// marked ready: they were reduced as zeros. Set BucketConfig.AllowUnused
+// marked ready: they were reduced as zeros. Set Config.AllowUnused
 // when some tensors legitimately take no part in a step.
-var ErrUnused = fusion.ErrUnused
+var ErrUnused = ifusion.ErrUnused
 
-// BucketConfig configures a Bucketer. Every rank must use the same values.
-type BucketConfig struct {
+// Config configures a Bucketer. Every rank must use the same values.
+type Config struct {
 	// Threshold is a bucket's target size in bytes: a bucket is closed
-	// once its tensors reach it. Zero means DefaultBucketBytes.
+	// once its tensors reach it. Zero means DefaultThreshold.
 	Threshold int
 
 	// Window, if positive, bounds how long the bucket next in line waits
@@ -45,12 +59,12 @@ type BucketConfig struct {
 	// or Flush is called).
 	Window time.Duration
 
-	// Op is the reduction. Zero means Sum.
-	Op Op
+	// Op is the reduction. Zero means hcomm.Sum.
+	Op hcomm.Op
 
 	// Stream is the stream the reductions run on. Nil means a stream of
 	// the Bucketer's own, closed by Close.
-	Stream *Stream
+	Stream *hcomm.Stream
 
 	// AllowUnused lets a step end with tensors never marked ready (as
 	// torch DDP's find_unused_parameters): they contribute zeros and Wait
@@ -68,11 +82,11 @@ type BucketConfig struct {
 // Build; then, every step, mark each tensor ready as soon as its contents
 // are final, and call Wait at the end of the step:
 //
-//	b := hcomm.NewBucketer(c, hcomm.BucketConfig{Op: hcomm.Avg})
-//	g1, _ := hcomm.Register(b, "layer1.w", w1grad)   // copied in and out
-//	g2, _ := hcomm.RegisterView[float32](b, "layer2.w", n2) // lives in the fusion buffer
+//	b := fusion.NewBucketer(c, fusion.Config{Op: hcomm.Avg})
+//	g1, _ := fusion.Register(b, "layer1.w", w1grad)   // copied in and out
+//	g2, _ := fusion.RegisterView[float32](b, "layer2.w", n2) // lives in the fusion buffer
 //	if err := b.Build(ctx); err != nil { ... }
-//	w2grad, _ := hcomm.View[float32](g2)
+//	w2grad, _ := fusion.View[float32](g2)
 //	for step := ... {
 //		// backward pass, last layer first
 //		compute(w2grad); g2.Ready()
@@ -117,109 +131,110 @@ type BucketConfig struct {
 // While a step is in flight the Bucketer's communicator must not be used
 // for other collectives (their order relative to the buckets' would differ
 // between ranks); Split a communicator for it if needed.
+//
+// Each launch is reported to the communicator's hcomm.Observer
+// (BucketLaunch) and, with HCOMM_TRACE, to its trace file.
 type Bucketer struct {
-	f      *fusion.Bucketer
-	s      *Stream
+	f      *ifusion.Bucketer
+	s      *hcomm.Stream
 	ownS   bool
-	events []*Event // per bucket, made by Build
+	events []*hcomm.Event // per bucket, made by Build
 }
 
 // A Grad is a tensor registered with a Bucketer.
 type Grad struct {
-	g *fusion.Grad
+	g *ifusion.Grad
 	b *Bucketer
 }
 
 // BucketInfo describes one bucket of a built Bucketer.
 type BucketInfo struct {
 	Index   int
-	DType   DType
+	DType   hcomm.DType
 	Bytes   int
 	Tensors []string // names, in buffer order
 }
 
-// bucketComm is a communicator as a Bucketer's machinery sees it.
-type bucketComm struct {
-	c  *Comm
-	op Op
+// comm is a communicator as the Bucketer's machinery sees it.
+type comm struct {
+	c  *hcomm.Comm
+	op hcomm.Op
 }
 
-func (v *bucketComm) Rank() int { return v.c.rank }
-func (v *bucketComm) Size() int { return v.c.size }
+func (v *comm) Rank() int { return v.c.Rank() }
+func (v *comm) Size() int { return v.c.Size() }
 
-func (v *bucketComm) AllGather(ctx context.Context, d int64) ([]int64, error) {
-	all := make([]int64, v.c.size)
-	return all, AllGather(ctx, v.c, []int64{d}, all)
+func (v *comm) AllGather(ctx context.Context, d int64) ([]int64, error) {
+	all := make([]int64, v.c.Size())
+	return all, hcomm.AllGather(ctx, v.c, []int64{d}, all)
 }
 
-func (v *bucketComm) AllReduce(ctx context.Context, buf []byte, dt int) error {
-	return v.c.AllReduceBytes(ctx, buf, buf, DType(dt), v.op)
+func (v *comm) AllReduce(ctx context.Context, buf []byte, dt int) error {
+	return v.c.AllReduceBytes(ctx, buf, buf, hcomm.DType(dt), v.op)
 }
 
-func (v *bucketComm) Launched(l fusion.Launch) {
-	if o := v.c.set.observer; o != nil && o.BucketLaunch != nil {
-		o.BucketLaunch(BucketEvent{Comm: v.c.id, Rank: v.c.rank, Bucket: l.Bucket, Bytes: l.Bytes,
-			Tensors: l.Tensors, NotReady: l.NotReady, Flushed: l.Flushed, At: l.At})
-	}
-}
+func (v *comm) Launched(l ifusion.Launch) { ifusion.Root.Launched(v.c, l) }
 
 // NewBucketer returns a Bucketer reducing with c. cfg's zero fields mean
 // defaults.
-func NewBucketer(c *Comm, cfg BucketConfig) *Bucketer {
+func NewBucketer(c *hcomm.Comm, cfg Config) *Bucketer {
 	op := cfg.Op
 	if op == 0 {
-		op = Sum
+		op = hcomm.Sum
 	}
 	thresh := cfg.Threshold
 	if thresh <= 0 {
-		thresh = DefaultBucketBytes
+		thresh = DefaultThreshold
 	}
 	b := &Bucketer{s: cfg.Stream}
-	fc := fusion.Config{Threshold: thresh, Window: cfg.Window, Op: int(op), AllowUnused: cfg.AllowUnused,
-		MaxElems: argcheck.MaxElems, DTypeName: func(dt int) string { return DType(dt).String() }}
+	fc := ifusion.Config{Threshold: thresh, Window: cfg.Window, Op: int(op), AllowUnused: cfg.AllowUnused,
+		MaxElems: argcheck.MaxElems, DTypeName: func(dt int) string { return hcomm.DType(dt).String() }}
 	rank := -1
-	var view *bucketComm
 	if c != nil {
-		rank, view, fc.Log = c.rank, &bucketComm{c, op}, c.set.log
+		rank, fc.Log = c.Rank(), ifusion.Root.Log(c)
 	}
 	fc.Err = func(name string, peer int, err error) error {
-		return &OpError{Op: "Bucketer." + name, Rank: rank, Peer: peer, Err: err}
+		return &hcomm.OpError{Op: "Bucketer." + name, Rank: rank, Peer: peer, Err: err}
 	}
 	if b.s == nil && c != nil {
-		b.s, b.ownS = c.NewStream("rank"+strconv.Itoa(c.rank)+"/bucketer"), true
+		b.s, b.ownS = c.NewStream("rank"+strconv.Itoa(rank)+"/bucketer"), true
 	}
-	var s fusion.Stream
+	var s ifusion.Stream
 	if b.s != nil {
-		s = &b.s.s
+		s = ifusion.Root.Stream(b.s)
 	}
-	if view != nil {
-		b.f = fusion.New(view, s, fc)
+	if c != nil {
+		b.f = ifusion.New(&comm{c, op}, s, fc)
 	} else {
-		b.f = fusion.New(nil, s, fc)
+		b.f = ifusion.New(nil, s, fc)
 	}
 	return b
 }
 
 // Stream returns the stream the reductions run on.
-func (b *Bucketer) Stream() *Stream { return b.s }
+func (b *Bucketer) Stream() *hcomm.Stream { return b.s }
 
 // Register adds tensor t under name (for messages and BucketInfo). Its
 // contents are copied into the fusion buffer when its bucket is launched
 // and the reduced values copied back; t must not be modified from Ready
 // until the reduction is complete (Grad.Wait or Bucketer.Wait).
 // Registration must happen before Build, in the same order on every rank.
-func Register[T Element](b *Bucketer, name string, t []T) (*Grad, error) {
-	return b.register(name, DTypeOf[T](), len(t), bytesOf(t))
+func Register[T hcomm.Element](b *Bucketer, name string, t []T) (*Grad, error) {
+	var user []byte
+	if len(t) > 0 {
+		user = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), len(t)*int(unsafe.Sizeof(t[0])))
+	}
+	return b.register(name, hcomm.DTypeOf[T](), len(t), user)
 }
 
 // RegisterView adds a tensor of n elements that lives in the fusion
 // buffer: after Build, View returns it, and it is reduced in place without
 // copies.
-func RegisterView[T Element](b *Bucketer, name string, n int) (*Grad, error) {
-	return b.register(name, DTypeOf[T](), n, nil)
+func RegisterView[T hcomm.Element](b *Bucketer, name string, n int) (*Grad, error) {
+	return b.register(name, hcomm.DTypeOf[T](), n, nil)
 }
 
-func (b *Bucketer) register(name string, dt DType, n int, user []byte) (*Grad, error) {
+func (b *Bucketer) register(name string, dt hcomm.DType, n int, user []byte) (*Grad, error) {
 	g, err := b.f.Register(name, int(dt), dt.Size(), n, user)
 	if err != nil {
 		return nil, err
@@ -230,25 +245,26 @@ func (b *Bucketer) register(name string, dt DType, n int, user []byte) (*Grad, e
 // View returns the storage of a tensor registered with RegisterView (or,
 // for one registered with Register, its slot in the fusion buffer). It
 // fails before Build or if T is not the registered element type.
-func View[T Element](g *Grad) ([]T, error) {
-	buf, err := g.g.View(int(DTypeOf[T]()))
+func View[T hcomm.Element](g *Grad) ([]T, error) {
+	dt := hcomm.DTypeOf[T]()
+	buf, err := g.g.View(int(dt))
 	if err != nil {
 		return nil, err
 	}
 	if len(buf) == 0 {
 		return []T{}, nil
 	}
-	return unsafe.Slice((*T)(unsafe.Pointer(&buf[0])), len(buf)/DTypeOf[T]().Size()), nil
+	return unsafe.Slice((*T)(unsafe.Pointer(&buf[0])), len(buf)/dt.Size()), nil
 }
 
 // Build lays out the buckets (see Bucketer) and allocates their buffers.
 // It is a collective on the Bucketer's communicator: every rank calls it,
-// and ranks whose registrations differ fail with ErrMismatch.
+// and ranks whose registrations differ fail with hcomm.ErrMismatch.
 func (b *Bucketer) Build(ctx context.Context) error {
 	return b.f.Build(ctx, func(i int) *stream.Event {
-		e := NewEvent("bucket " + strconv.Itoa(i))
+		e := hcomm.NewEvent("bucket " + strconv.Itoa(i))
 		b.events = append(b.events, e)
-		return &e.e
+		return ifusion.Root.Event(e)
 	})
 }
 
@@ -260,7 +276,7 @@ func (b *Bucketer) Buckets() []BucketInfo {
 	}
 	out := make([]BucketInfo, len(infos))
 	for i, in := range infos {
-		out[i] = BucketInfo{Index: in.Index, DType: DType(in.DType), Bytes: in.Bytes, Tensors: in.Tensors}
+		out[i] = BucketInfo{Index: in.Index, DType: hcomm.DType(in.DType), Bytes: in.Bytes, Tensors: in.Tensors}
 	}
 	return out
 }
@@ -278,15 +294,15 @@ func (g *Grad) Bucket() int { return g.g.Bucket() }
 func (g *Grad) Ready() error { return g.g.Ready(nil) }
 
 // ReadyAfter is Ready for a tensor that will be final once e's current
-// record completes (see Stream.WaitEvent): the caller need not wait for
-// it; the bucket's reduction waits on the Bucketer's stream instead.
-func (g *Grad) ReadyAfter(e *Event) error { return g.g.Ready(&e.e) }
+// record completes (see hcomm.Stream.WaitEvent): the caller need not wait
+// for it; the bucket's reduction waits on the Bucketer's stream instead.
+func (g *Grad) ReadyAfter(e *hcomm.Event) error { return g.g.Ready(ifusion.Root.Event(e)) }
 
 // Event returns the event that completes when the tensor's reduction of
 // the current step is complete. It is re-armed (Reset) at the end of every
 // Wait, so during a step it refers to that step's reduction even before
 // the bucket is launched. Nil before Build.
-func (g *Grad) Event() *Event {
+func (g *Grad) Event() *hcomm.Event {
 	i := g.g.Bucket() // >= 0 once built, after Build made the events
 	if i < 0 {
 		return nil
@@ -306,7 +322,7 @@ func (b *Bucketer) Flush() { b.f.Flush() }
 // Wait ends the step: it flushes (see Flush), waits until every bucket's
 // reduction is complete, and makes every tensor not ready again for the
 // next step. It returns the first error of a reduction or, unless
-// BucketConfig.AllowUnused is set, an error wrapping ErrUnused naming the
+// Config.AllowUnused is set, an error wrapping ErrUnused naming the
 // tensors never marked ready this step (they were reduced as zeros). If
 // ctx ends first it returns its error and the step stays open: Wait may be
 // called again.
@@ -315,8 +331,8 @@ func (b *Bucketer) Wait(ctx context.Context) error { return b.f.Wait(ctx) }
 // Close releases the Bucketer and closes its stream if it made it. It
 // does not wait: call Wait first to finish the step. If its own stream
 // still holds reductions not yet started they are dropped, which aborts
-// the communicator (see Stream). The events Grad.Event returned must not
-// be used after Close.
+// the communicator (see hcomm.Stream). The events Grad.Event returned must
+// not be used after Close.
 func (b *Bucketer) Close() error {
 	if b.f.Close() && b.ownS {
 		b.s.Close()
