@@ -21,6 +21,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/stall"
+	"github.com/hcomm-go/hcomm/internal/stream"
 	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/transport"
@@ -77,9 +78,8 @@ type Comm struct {
 	clock     trace.Clock      // times calls
 	octxEnd   func()
 	splits    int
-	peers     []p2pSlot // [2*peer] Send, [2*peer+1] Recv
-	streamsMu sync.Mutex
-	streams   map[*Stream]struct{} // made by NewStream, closed by Close
+	peers     []p2pSlot            // [2*peer] Send, [2*peer+1] Recv
+	streamSet stream.Set[collArgs] // made by NewStream, closed by Close
 	winMu     sync.Mutex
 	windows   map[*Window]struct{} // open windows, released by Close
 	reg       zcopy.Registry       // registered memory (Alloc), released by Close
@@ -248,13 +248,7 @@ func (c *Comm) Close() error {
 	}
 	c.state.Store(stateClosed)
 	c.stateMu.Unlock()
-	// Close the streams made by NewStream; a stream leaves this set only
-	// when it is recycled, which waits for the lock.
-	c.streamsMu.Lock()
-	for s := range c.streams {
-		s.Close()
-	}
-	c.streamsMu.Unlock()
+	c.streamSet.Close() // the streams made by NewStream
 	c.closeWindows()
 	c.stall.Stop()
 	untrack(c)

@@ -3,7 +3,6 @@ package hcomm
 import (
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/argcheck"
@@ -61,7 +60,7 @@ func (e PlanExplanation) String() string {
 // the call with the slot path off, would run), the Reason says both, and
 // the Candidates are the planner's.
 func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, error) {
-	coll, ok := collByName(op)
+	coll, ok := sched.CollNamed(op)
 	if !ok || count < 0 || dt.Size() == 0 {
 		return PlanExplanation{}, invalid("ExplainPlan(%q, %v, %d): want a collective's name, a type and a count ≥ 0", op, dt, count)
 	}
@@ -91,16 +90,6 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 		x.table += "\n" + groupAlgo + ": " + x.Reason
 	}
 	return x, nil
-}
-
-// collByName returns the collective named name, case-insensitively.
-func collByName(name string) (sched.Coll, bool) {
-	for c := sched.AllReduce; c <= sched.Barrier; c++ {
-		if strings.EqualFold(c.String(), name) {
-			return c, true
-		}
-	}
-	return 0, false
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

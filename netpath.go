@@ -1,6 +1,10 @@
 package hcomm
 
-import "time"
+import (
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/boot"
+)
 
 // A NetPath describes one network path between this rank and a peer
 // reached over TCP (see README, "Several network paths"). Its counters
@@ -35,7 +39,7 @@ type NetPath struct {
 // time, from any goroutine, also while collectives run (for example by a
 // metrics exporter at scrape time): it does not wait for them.
 func (c *Comm) NetPaths() []NetPath {
-	ps := c.netPaths()
+	ps := boot.NetPaths(c.t, c.size)
 	if len(ps) == 0 {
 		return nil
 	}

@@ -6,13 +6,12 @@ import (
 	"io"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/notice"
 	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
-	"github.com/hcomm-go/hcomm/internal/transport/mux"
-	"github.com/hcomm-go/hcomm/internal/transport/tcp"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -130,30 +129,12 @@ func (c *Comm) watchNotice(ctx context.Context) {
 func (c *Comm) WriteState(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "hcomm: communicator %s rank %d of %d, state %s\n%s",
 		c.id, c.rank, c.size, c.stateName(), c.rec.Format())
-	for _, p := range c.netPaths() {
+	for _, p := range boot.NetPaths(c.t, c.size) {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "  tcp %v\n", p)
 		}
 	}
 	return err
-}
-
-// netPaths returns the state of the network paths to this rank's TCP
-// peers (tcp.Transport.Paths), for the dump and for observers.
-func (c *Comm) netPaths() []tcp.PathStats {
-	m, ok := c.t.(*mux.Mux)
-	if !ok {
-		return nil
-	}
-	var out []tcp.PathStats
-	var seen *tcp.Transport
-	for p := range c.size {
-		if tr, ok := m.Route(p).(*tcp.Transport); ok && tr != seen {
-			seen = tr // one TCP transport per communicator
-			out = append(out, tr.Paths()...)
-		}
-	}
-	return out
 }
 
 func (c *Comm) stateName() string {

@@ -60,8 +60,7 @@ import (
 // creates no streams or events — reusing them, with RecordEvent instead of
 // Record — allocates nothing.) All methods are safe for concurrent use.
 type Stream struct {
-	s     stream.Stream[collArgs]
-	owner *Comm // the communicator that made it (NewStream), which closes it
+	s stream.Stream[collArgs]
 }
 
 // StreamConfig configures a free-standing Stream. A nil *StreamConfig
@@ -110,27 +109,13 @@ func (c *Comm) NewStream(name string) *Stream {
 	if name == "" {
 		prefix = "rank" + strconv.Itoa(c.rank) + "/"
 	}
-	s := &Stream{owner: c}
-	c.streamsMu.Lock()
-	if c.streams == nil {
-		c.streams = map[*Stream]struct{}{}
-	}
-	c.streams[s] = struct{}{}
-	c.streamsMu.Unlock()
+	s := &Stream{}
+	c.streamSet.Add(&s.s)
 	if o := c.set.observer; o != nil && o.Stream != nil {
 		s.s.SetHook(c.streamHook(o.Stream, &s.s))
 	}
-	s.s.Start(name, prefix, c.set.timeout, collOps, s.forget)
+	s.s.Start(name, prefix, c.set.timeout, collOps, func() { c.streamSet.Remove(&s.s) })
 	return s
-}
-
-// forget drops a closed stream from its communicator's set once its
-// goroutine has exited.
-func (s *Stream) forget() {
-	c := s.owner
-	c.streamsMu.Lock()
-	delete(c.streams, s)
-	c.streamsMu.Unlock()
 }
 
 // Name returns the stream's name, or "stream#N" for an unnamed stream.

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Coll is a collective operation.
@@ -36,6 +37,17 @@ func (c Coll) String() string {
 		return collNames[c]
 	}
 	return fmt.Sprintf("coll(%d)", uint8(c))
+}
+
+// CollNamed returns the collective (AllReduce through Barrier) whose
+// String is name, ignoring case.
+func CollNamed(name string) (Coll, bool) {
+	for c := AllReduce; c <= Barrier; c++ {
+		if strings.EqualFold(collNames[c], name) {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // Reduces reports whether the collective combines values with a reduction op.

@@ -566,3 +566,38 @@ func (ctxDeadline) Error() string {
 }
 
 func (ctxDeadline) Unwrap() []error { return []error{errs.ErrTimeout, context.DeadlineExceeded} }
+
+// Set is the streams a communicator made, which its Close closes. A
+// stream is added when it is made and removed by its exit hook (Start's
+// onExit).
+type Set[C any] struct {
+	mu sync.Mutex
+	m  map[*Stream[C]]struct{}
+}
+
+// Add puts s in the set.
+func (t *Set[C]) Add(s *Stream[C]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[*Stream[C]]struct{}{}
+	}
+	t.m[s] = struct{}{}
+}
+
+// Remove takes s out of the set.
+func (t *Set[C]) Remove(s *Stream[C]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, s)
+}
+
+// Close closes every stream in the set. A stream that exits meanwhile
+// waits for the set's lock to leave it.
+func (t *Set[C]) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.m {
+		s.Close()
+	}
+}
