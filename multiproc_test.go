@@ -94,6 +94,10 @@ func TestRankProcess(t *testing.T) {
 		rankPathsDown(t, c)
 	case "pathsfail":
 		rankPathsFail(t, c)
+	case "pathsdead":
+		rankPathsDead(t, c)
+	case "pathsdup":
+		rankPathsDup(t, c)
 	case "hosts":
 		rankHosts(t, c)
 		rankMatrix[float32](t, []*Comm{c})

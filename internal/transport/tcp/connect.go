@@ -1,12 +1,15 @@
 package tcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,16 +56,24 @@ func (t *Transport) dial(pr *peer) {
 	if reason := pr.layout(len(addrs), mask); reason != "" {
 		return // failed meanwhile
 	}
-	for pi, addr := range addrs {
-		if mask&(1<<pi) == 0 {
-			continue
-		}
+	// The paths other than the first are dialed first, each checked by
+	// its first connection: one that reaches another listener than the
+	// peer's (the same private address on two hosts) is dropped. The
+	// first path's connections, dialed last, then tell the listener the
+	// paths in use (see peer.layout).
+	first := bits.TrailingZeros16(mask)
+	for _, pi := range pathOrder(mask, first) {
 		for s := 0; s < t.nsocks; s++ {
 			i := pi*t.nsocks + s
-			nc, err := t.dialOne(ctx, pr.rank, addr, i, len(addrs), mask)
+			nc, err := t.dialOne(ctx, pr.rank, addrs[pi], i, len(addrs), mask)
+			if err != nil && s == 0 && pi != first && elsewhere(err) {
+				pr.dropPath(pi, addrs[pi], "path reaches another listener than the peer's; dropped", err)
+				mask &^= 1 << pi
+				break
+			}
 			if err != nil {
 				if t.ctx.Err() == nil {
-					t.log.Warn("tcp: could not connect", "peer", pr.rank, "addr", addr, "err", err)
+					t.log.Warn("tcp: could not connect", "peer", pr.rank, "addr", addrs[pi], "err", err)
 					pr.fail(err)
 				}
 				return
@@ -72,6 +83,36 @@ func (t *Transport) dial(pr *peer) {
 			}
 		}
 	}
+}
+
+// pathOrder lists the paths in mask, first last.
+func pathOrder(mask uint16, first int) []int {
+	var order []int
+	for pi := range MaxPaths {
+		if mask&(1<<pi) != 0 && pi != first {
+			order = append(order, pi)
+		}
+	}
+	return append(order, first)
+}
+
+// elsewhere reports whether err, met dialing a path's first connection,
+// shows that the address reaches a listener other than the peer's: one
+// that answered in another protocol, could not prove it holds the job
+// token, or is another rank or communicator of the job.
+func elsewhere(err error) bool {
+	var re *RefusedError
+	return errors.As(err, &re) && re.elsewhere
+}
+
+// dropPath takes path pi (at remote) out of the pair before it connected,
+// logging why: the dialer found it does not reach the peer.
+func (pr *peer) dropPath(pi int, remote, msg string, err error) {
+	pr.t.log.Warn("tcp: "+msg, "peer", pr.rank, "path", pi, "addr", remote, "err", err)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.dropped = append(pr.dropped, droppedPath{idx: pi, remote: remote})
+	pr.mask &^= 1 << pi
 }
 
 // dialOne opens connection i to rank r at addr, retrying until ctx ends or
@@ -104,6 +145,10 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i, npaths i
 			switch {
 			case errors.As(err, &perr):
 				return nil, perr
+			case errors.Is(err, wire.ErrMalformed):
+				// Not an hcomm listener of this version.
+				err = &RefusedError{Peer: r, Addr: addr, Reason: "answered in another protocol: " + err.Error(), elsewhere: true}
+				fallthrough
 			case errors.As(err, &refused):
 				return nil, &errs.PeerError{Peer: r, Kind: errs.ErrPeerLost, Cause: err}
 			}
@@ -152,14 +197,23 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 	if _, err := nc.Write(b[:]); err != nil {
 		return err
 	}
-	ch, err := wire.ReadHandshakeReply(nc)
+	// A listener of another protocol may say less than a reply before it
+	// closes: look at the magic first.
+	var magic [len(wire.HandshakeMagic)]byte
+	if _, err := io.ReadFull(nc, magic[:]); err != nil {
+		return err
+	}
+	if string(magic[:]) != wire.HandshakeMagic {
+		return fmt.Errorf("tcp: the reply starts with %q, not %q: %w", magic[:], wire.HandshakeMagic, wire.ErrMalformed)
+	}
+	ch, err := wire.ReadHandshakeReply(io.MultiReader(bytes.NewReader(magic[:]), nc))
 	if err != nil {
 		return err
 	}
 	if ch.Status != wire.ReplyChallenge {
 		// Nothing before the challenge is proven: whatever it says, the
 		// listener has not shown it belongs to the job.
-		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf("%s before any proof: %s", ch.Status, ch.PrintableReason())}
+		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf("%s before any proof: %s", ch.Status, ch.PrintableReason()), elsewhere: true}
 	}
 	nonce := ch.Data
 	proof := wire.DialerProof(&t.key, &h, &nonce)
@@ -176,12 +230,12 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 	want := wire.ListenerProof(&t.key, &h, &nonce, rep.Status, rep.Reason)
 	switch {
 	case !wire.ProofEqual(&want, &rep.Data) && rep.Status == wire.ReplyRefuse:
-		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason()}
+		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason(), elsewhere: true}
 	case !wire.ProofEqual(&want, &rep.Data):
 		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf(
-			"the listener there answered %s without proving it holds the job token (another job, or an impostor)", rep.Status)}
+			"the listener there answered %s without proving it holds the job token (another job, or an impostor)", rep.Status), elsewhere: true}
 	case rep.Status == wire.ReplyRefuse:
-		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason()}
+		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason(), elsewhere: notThisRank(rep.Reason)}
 	case rep.Status == wire.ReplyAborted:
 		return &errs.PeerError{Peer: r, Kind: errs.ErrAborted, Cause: errors.New(rep.PrintableReason())}
 	}
@@ -394,11 +448,11 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 func (t *Transport) check(h *wire.Handshake) string {
 	switch {
 	case h.CommID != t.commID:
-		return fmt.Sprintf("communicator %#x, this is %#x", h.CommID, t.commID)
+		return fmt.Sprintf(reasonComm+"%#x, this is %#x", h.CommID, t.commID)
 	case int(h.Size) != t.size:
-		return fmt.Sprintf("world of %d ranks, this is of %d", h.Size, t.size)
+		return fmt.Sprintf(reasonSize+"%d ranks, this is of %d", h.Size, t.size)
 	case int(h.Target) != t.rank:
-		return fmt.Sprintf("meant for rank %d, this is rank %d", h.Target, t.rank)
+		return fmt.Sprintf(reasonRank+"%d, this is rank %d", h.Target, t.rank)
 	case int(h.Rank) > t.rank:
 		return fmt.Sprintf("rank %d dialed lower rank %d; higher ranks wait to be dialed", h.Rank, t.rank)
 	case int(h.Sockets)%t.nsocks != 0 || int(h.Sockets)/t.nsocks > MaxPaths:
@@ -407,6 +461,21 @@ func (t *Transport) check(h *wire.Handshake) string {
 		return fmt.Sprintf("%d paths, this rank listens on %d addresses", int(h.Sockets)/t.nsocks, t.ownPaths)
 	}
 	return ""
+}
+
+// The reasons check gives a dialer that reached another rank or
+// communicator of the job than it meant to: the address it dialed is not
+// its peer's (see notThisRank).
+const (
+	reasonComm = "communicator "
+	reasonSize = "world of "
+	reasonRank = "meant for rank "
+)
+
+// notThisRank reports whether a proven listener's refusal says it is not
+// the rank the dialer meant to reach.
+func notThisRank(reason string) bool {
+	return strings.HasPrefix(reason, reasonComm) || strings.HasPrefix(reason, reasonSize) || strings.HasPrefix(reason, reasonRank)
 }
 
 // refuse turns away a dialer that has not proven itself, with a reason that
@@ -448,10 +517,26 @@ func (pr *peer) layout(npaths int, mask uint16) string {
 		pr.slots = make([]*conn, npaths*nsocks)
 		pr.reserved = make([]bool, npaths*nsocks)
 		pr.mask = mask
-	case len(pr.slots) != npaths*nsocks || pr.mask != mask:
+	case len(pr.slots) != npaths*nsocks || mask&^pr.mask != 0 || mask != pr.mask && pr.usedOutside(mask):
 		return fmt.Sprintf("rank %d connects on paths %#x of %d, earlier on %#x of %d", pr.rank, mask, npaths, pr.mask, len(pr.slots)/nsocks)
+	case mask != pr.mask:
+		// The dialer dropped paths it found to reach another listener
+		// before any of their connections came: the pair waits for
+		// those of the paths left.
+		pr.mask = mask
 	}
 	return ""
+}
+
+// usedOutside reports whether a connection of the pair is in, or in its
+// handshake, on a path outside mask. The caller holds pr.mu.
+func (pr *peer) usedOutside(mask uint16) bool {
+	for i := range pr.slots {
+		if mask&(1<<(i/pr.t.nsocks)) == 0 && (pr.slots[i] != nil || pr.reserved[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // reserve claims socket index i for a handshake in progress, or says why

@@ -278,31 +278,17 @@ func (pr *peer) stripedParts(mask uint16) ([]*conn, error) {
 }
 
 // findPaths finds which of a peer's listener addresses this rank reaches:
-// it connects to each (and closes at once, which the listener ignores),
-// trying again with backoff while none answers. Paths that do not answer
-// within pathProbeTimeout are dropped, with a log line, as long as one
-// does. It returns the set of reachable paths.
+// it connects to each at once (and closes at once, which the listener
+// ignores), trying again with backoff while none answers. Once one has
+// answered, the others are given pathGrace (see probePaths) rather than
+// pathProbeTimeout: a path that has not answered by then is dropped, with
+// a log line, so an unreachable extra address does not hold up every
+// pair that connects. It returns the set of reachable paths.
 func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (uint16, error) {
 	backoff := minBackoff
 	refusals := 0
 	for {
-		errsAt := make([]error, len(addrs))
-		var wg sync.WaitGroup
-		for i, a := range addrs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				pctx, cancel := context.WithTimeout(ctx, pathProbeTimeout)
-				defer cancel()
-				var d net.Dialer
-				nc, err := d.DialContext(pctx, "tcp", a)
-				if err == nil {
-					nc.Close()
-				}
-				errsAt[i] = err
-			}()
-		}
-		wg.Wait()
+		errsAt := probePaths(ctx, addrs)
 		var mask uint16
 		refused := 0
 		for i, err := range errsAt {
@@ -313,16 +299,11 @@ func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (ui
 			}
 		}
 		if mask != 0 {
-			var dropped []droppedPath
 			for i, err := range errsAt {
 				if err != nil {
-					t.log.Warn("tcp: path does not reach the peer; dropped", "peer", pr.rank, "path", i, "addr", addrs[i], "err", err)
-					dropped = append(dropped, droppedPath{idx: i, remote: addrs[i]})
+					pr.dropPath(i, addrs[i], "path does not reach the peer; dropped", err)
 				}
 			}
-			pr.mu.Lock()
-			pr.dropped = dropped
-			pr.mu.Unlock()
 			return mask, nil
 		}
 		if refused == len(addrs) {
@@ -343,6 +324,92 @@ func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (ui
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// pathGrace is how long the other paths of a pair are waited for once one
+// has answered (or pathGraceTimes the time that one took, if longer).
+// Paths of one pair are alike in latency; a path that takes this much
+// longer than another to accept a connection does not reach the peer (an
+// address it cannot route to, or a link that drops its packets), and
+// waiting for pathProbeTimeout would cost every pair that long.
+const (
+	pathGrace      = 250 * time.Millisecond
+	pathGraceTimes = 4
+	// pathSettle is a second, short wait after pathGrace, so that the
+	// answers of connections that completed while this process waited
+	// for a CPU are taken before any path is given up.
+	pathSettle = 20 * time.Millisecond
+)
+
+// errNoAnswer is why a path that did not answer within the grace after
+// another one did is dropped.
+var errNoAnswer = errors.New("no answer within the grace after another path answered")
+
+// probePaths connects to every address at once and returns, by address,
+// why it could not connect (nil if it could). Each attempt is bounded by
+// pathProbeTimeout; once one address answered, the others are given
+// pathGrace (or pathGraceTimes as long as that one took), and those still
+// pending then fail with errNoAnswer. It returns once every attempt
+// ended.
+func probePaths(ctx context.Context, addrs []string) []error {
+	pctx, cancel := context.WithTimeout(ctx, pathProbeTimeout)
+	type answer struct {
+		i   int
+		err error
+	}
+	answers := make(chan answer, len(addrs))
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait() // no attempt outlives the call
+	}()
+	start := time.Now()
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d net.Dialer
+			nc, err := d.DialContext(pctx, "tcp", a)
+			if err == nil {
+				nc.Close()
+			}
+			answers <- answer{i, err}
+		}()
+	}
+	errsAt := make([]error, len(addrs))
+	pending := make([]bool, len(addrs))
+	for i := range pending {
+		pending[i] = true
+	}
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	settled := false
+	for left := len(addrs); left > 0; {
+		select {
+		case a := <-answers:
+			left--
+			errsAt[a.i], pending[a.i] = a.err, false
+			if a.err == nil && grace == nil {
+				grace = time.NewTimer(max(pathGrace, pathGraceTimes*time.Since(start)))
+				defer grace.Stop()
+				graceC = grace.C
+			}
+			continue
+		case <-graceC:
+		}
+		if !settled {
+			settled = true
+			grace.Reset(pathSettle)
+			continue
+		}
+		for i, p := range pending {
+			if p {
+				errsAt[i] = errNoAnswer
+			}
+		}
+		return errsAt
+	}
+	return errsAt
 }
 
 // droppedPath is a path found not to connect.

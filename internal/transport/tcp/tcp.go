@@ -220,6 +220,8 @@ type RefusedError struct {
 	Peer   int
 	Addr   string
 	Reason string
+
+	elsewhere bool // the listener at Addr is not Peer's (see elsewhere)
 }
 
 func (e *RefusedError) Error() string {
