@@ -1,11 +1,6 @@
 package hcomm
 
-import (
-	"strconv"
-	"time"
-
-	"github.com/hcomm-go/hcomm/internal/traceevent"
-)
+import "github.com/hcomm-go/hcomm/internal/traceevent"
 
 // traceFile writes a rank's collectives to a trace-event file
 // (HCOMM_TRACE, a traceevent.Rank), which Perfetto and chrome://tracing
@@ -46,44 +41,22 @@ func (t *traceFile) stream(e StreamEvent) {
 	if t.user != nil && t.user.Stream != nil {
 		t.user.Stream(e)
 	}
-	args := map[string]any{"comm": e.Comm, "stream": e.Stream}
-	if e.Event != "" {
-		args["event"] = e.Event
-	}
-	if e.Err != nil {
-		args["error"] = e.Err.Error()
-	}
-	thread := "stream " + e.Stream
-	switch e.Kind {
-	case "record":
-		t.Instant(thread, "record "+e.Event, "stream", e.Start, args)
-	case "wait":
-		t.Slice(thread, "wait "+e.Event, "stream", e.Start, e.Duration, args)
-	default:
-		t.Slice(thread, e.Kind, "stream", e.Start, e.Duration, args)
-	}
+	t.StreamItem(e.Comm, e.Stream, e.Kind, e.Event, e.Start, e.Duration, e.Err)
 }
 
 func (t *traceFile) bucketLaunch(e BucketEvent) {
 	if t.user != nil && t.user.BucketLaunch != nil {
 		t.user.BucketLaunch(e)
 	}
-	args := map[string]any{"comm": e.Comm, "bucket": e.Bucket, "bytes": e.Bytes, "tensors": e.Tensors,
-		"not_ready": e.NotReady, "flushed": e.Flushed}
-	t.Instant("comm "+e.Comm, "bucket "+strconv.Itoa(e.Bucket), "bucket", e.At, args)
+	t.Bucket(e.Comm, e.Bucket, e.Bytes, e.Tensors, e.NotReady, e.Flushed, e.At)
 }
 
 func (t *traceFile) opEnd(e OpEvent) {
 	if t.user != nil && t.user.OpEnd != nil {
 		t.user.OpEnd(e)
 	}
-	args := map[string]any{"comm": e.Comm, "rank": e.Rank, "peers": e.Peers, "seq": e.Seq,
-		"dtype": e.DType.String(), "bytes": e.Bytes, "algo": e.Algo, "chunks": e.Chunks,
-		"wait_us": float64(e.Wait) / float64(time.Microsecond)}
-	if e.Err != nil {
-		args["error"] = e.Err.Error()
-	}
-	t.Slice("comm "+e.Comm, e.Op, "collective", e.Start, e.Duration, args)
+	t.Collective(traceevent.Op{Comm: e.Comm, Name: e.Op, DType: e.DType.String(), Algo: e.Algo, Rank: e.Rank, Peers: e.Peers,
+		Bytes: e.Bytes, Chunks: e.Chunks, Seq: e.Seq, Start: e.Start, Duration: e.Duration, Wait: e.Wait, Err: e.Err})
 }
 
 // close finishes the file (none: nothing); later collectives are not

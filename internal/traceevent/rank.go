@@ -69,3 +69,55 @@ func (r *Rank) Close() error {
 	r.w = nil
 	return err
 }
+
+// Op is one collective as a rank's file records it.
+type Op struct {
+	Comm, Name, DType, Algo    string
+	Rank, Peers, Bytes, Chunks int
+	Seq                        uint64
+	Start                      time.Time
+	Duration, Wait             time.Duration
+	Err                        error
+}
+
+// Collective writes o as a slice on its communicator's thread ("comm
+// <id>"), its description as args.
+func (r *Rank) Collective(o Op) {
+	args := map[string]any{"comm": o.Comm, "rank": o.Rank, "peers": o.Peers, "seq": o.Seq,
+		"dtype": o.DType, "bytes": o.Bytes, "algo": o.Algo, "chunks": o.Chunks,
+		"wait_us": float64(o.Wait) / float64(time.Microsecond)}
+	if o.Err != nil {
+		args["error"] = o.Err.Error()
+	}
+	r.Slice("comm "+o.Comm, o.Name, "collective", o.Start, o.Duration, args)
+}
+
+// StreamItem writes what a stream of communicator comm did on the
+// stream's own thread ("stream <name>"): a record (kind "record") as an
+// instant, a wait ("wait") or an item of work (its name) as a slice.
+func (r *Rank) StreamItem(comm, stream, kind, event string, start time.Time, d time.Duration, err error) {
+	args := map[string]any{"comm": comm, "stream": stream}
+	if event != "" {
+		args["event"] = event
+	}
+	if err != nil {
+		args["error"] = err.Error()
+	}
+	thread := "stream " + stream
+	switch kind {
+	case "record":
+		r.Instant(thread, "record "+event, "stream", start, args)
+	case "wait":
+		r.Slice(thread, "wait "+event, "stream", start, d, args)
+	default:
+		r.Slice(thread, kind, "stream", start, d, args)
+	}
+}
+
+// Bucket writes a Bucketer's launch of a bucket as an instant on its
+// communicator's thread.
+func (r *Rank) Bucket(comm string, bucket, bytes, tensors, notReady int, flushed bool, at time.Time) {
+	args := map[string]any{"comm": comm, "bucket": bucket, "bytes": bytes, "tensors": tensors,
+		"not_ready": notReady, "flushed": flushed}
+	r.Instant("comm "+comm, "bucket "+strconv.Itoa(bucket), "bucket", at, args)
+}

@@ -1,8 +1,12 @@
 package traceevent
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,5 +51,54 @@ func TestRank(t *testing.T) {
 	}
 	if n := len(evs); n != 9 { // process name and sort index, 2 × thread name and sort index, 3 events
 		t.Fatalf("%d events, want 9: %+v", n, evs)
+	}
+}
+
+// Collective, StreamItem and Bucket put each event on its thread with
+// its description as args.
+func TestRankEvents(t *testing.T) {
+	pattern := filepath.Join(t.TempDir(), "trace.json")
+	r, err := CreateRank(pattern, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	r.Collective(Op{Comm: "world", Name: "AllReduce", DType: "float32", Algo: "ring", Rank: 0, Peers: 2, Bytes: 64,
+		Chunks: 2, Seq: 7, Start: at, Duration: time.Millisecond, Wait: 500 * time.Microsecond, Err: errors.New("boom")})
+	r.StreamItem("world", "comm", "record", "done", at, 0, nil)
+	r.StreamItem("world", "comm", "wait", "grads", at, time.Millisecond, nil)
+	r.StreamItem("world", "comm", "AllReduce", "", at, time.Millisecond, nil)
+	r.Bucket("world", 1, 32, 2, 1, true, at)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(RankFile(pattern, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := map[int]string{}
+	var got []string
+	for _, e := range evs {
+		if e.Ph == "M" && e.Name == "thread_name" {
+			threads[e.TID] = e.Args["name"].(string)
+		}
+		if e.Ph == "X" || e.Ph == "i" {
+			got = append(got, fmt.Sprintf("%s %s|%s|%s|%v", e.Ph, threads[e.TID], e.Cat, e.Name, e.Args))
+		}
+	}
+	want := []string{
+		"X comm world|collective|AllReduce|map[algo:ring bytes:64 chunks:2 comm:world dtype:float32 error:boom peers:2 rank:0 seq:7 wait_us:500]",
+		"i stream comm|stream|record done|map[comm:world event:done stream:comm]",
+		"X stream comm|stream|wait grads|map[comm:world event:grads stream:comm]",
+		"X stream comm|stream|AllReduce|map[comm:world stream:comm]",
+		"i comm world|bucket|bucket 1|map[bucket:1 bytes:32 comm:world flushed:true not_ready:1 tensors:2]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
