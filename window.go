@@ -90,11 +90,12 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 		Check:   c.usable,
 	}
 	if alloc >= 0 {
-		// Mapped peers' windows are copied into directly: large copies
-		// may be split over the copy engine. The local ranks are not
-		// known yet; counting them all errs towards fewer workers.
-		if s := c.eng.Splitter(c.set.copyEngine, c.size, c.set.pollCPUs, c.ex.Pin); s != nil {
-			p.Copy = func(dst, src []byte) { s.Copy(dst, src) }
+		// Large copies to mapped peers may be split over the copy engine.
+		p.Copy = func(local int) func(dst, src []byte) {
+			if s := c.eng.Splitter(c.set.copyEngine, local, c.set.pollCPUs, c.ex.Pin); s != nil {
+				return func(dst, src []byte) { s.Copy(dst, src) }
+			}
+			return nil
 		}
 	}
 	w, err := rma.New(ctx, p)

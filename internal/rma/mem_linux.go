@@ -134,6 +134,14 @@ func hostKey() [32]byte {
 	return k
 }
 
+// machineKey identifies the kernel this process runs on (its boot): ranks
+// with the same key share the machine's CPUs, whatever their namespaces.
+func machineKey() [8]byte {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	h := sha256.Sum256(append([]byte("machine:"), boot...))
+	return [8]byte(h[:8])
+}
+
 // Futex operations on shared words.
 const (
 	futexWait = 0

@@ -35,6 +35,11 @@ func hostKey() (k [32]byte) {
 	return k
 }
 
+func machineKey() (k [8]byte) {
+	rand.Read(k[:])
+	return k
+}
+
 func futexSleep(addr *uint32, val uint32, d time.Duration) {
 	time.Sleep(min(d, 50*time.Microsecond))
 }

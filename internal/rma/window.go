@@ -54,14 +54,9 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/spin"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
-)
-
-// WaitSignal's adaptive spin, in loads of the signal word.
-const (
-	spinMin = 64
-	spinMax = 4096
 )
 
 // NumSignals is the number of signal words of every window on every rank.
@@ -72,9 +67,10 @@ const NumSignals = 64
 const RecordSize = 128
 
 const (
-	recMagic  = 0x5245_4357 // "WCER"
-	kindAlloc = 1
-	kindUser  = 2
+	recMagic   = 0x5245_4357    // "WCER"
+	recMachine = RecordSize - 8 // the machine key; the segment name is before it
+	kindAlloc  = 1
+	kindUser   = 2
 )
 
 // Params describe a window being made.
@@ -97,9 +93,11 @@ type Params struct {
 	// Timeout bounds each request on the message path and each
 	// WaitSignal that has to sleep (0: only the ctx does).
 	Timeout time.Duration
-	// Copy, if set, performs contiguous copies to and from mapped peers
-	// (the copy engine's splitter).
-	Copy func(dst, src []byte)
+	// Copy, if set, is called once the window knows its local ranks
+	// (Local), when some peer is mapped, and returns the function that
+	// performs contiguous copies to and from mapped peers (the copy
+	// engine's splitter), or nil for the built-in copy.
+	Copy func(local int) func(dst, src []byte)
 }
 
 // TimeoutError is returned when Params.Timeout (not the caller's ctx)
@@ -153,7 +151,9 @@ type Window struct {
 	life    sync.RWMutex // shared by operations, exclusive by Close while it unmaps
 	closed  atomic.Bool
 	broken  atomic.Pointer[error] // a timed-out request poisoned the window
-	spin    atomic.Int32          // loads WaitSignal polls before sleeping
+	spin    atomic.Int64          // how long WaitSignal polls before sleeping (ns)
+	local   int                   // ranks of the window on this machine (sharing its CPUs), this one included
+	oversub bool                  // they outnumber its CPUs
 	workers sync.WaitGroup
 }
 
@@ -204,14 +204,14 @@ type reply struct {
 // New makes a window; every rank of the group calls it.
 func New(ctx context.Context, p Params) (*Window, error) {
 	w := &Window{
-		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout, alive: p.Check, copyFn: p.Copy,
+		rank: p.Rank, size: p.Size, id: p.ID, t: p.T, chunk: p.Chunk, timeout: p.Timeout, alive: p.Check,
 		nonce: rand.Uint32() | 1, alloc: p.Alloc >= 0,
 		fp: wire.Fingerprint{Coll: wire.CollSendRecv, Root: -1 - int32(p.ID%(1<<30))},
 	}
 	if w.chunk <= 0 {
 		w.chunk = 1 << 20
 	}
-	w.spin.Store(2000)
+	w.spin.Store(int64(spinMax))
 	dataLen := 0
 	if w.alloc {
 		dataLen = p.Alloc
@@ -251,9 +251,10 @@ func New(ctx context.Context, p Params) (*Window, error) {
 	if len(w.mem) > 0 {
 		binary.LittleEndian.PutUint64(rec[24:], uint64(uintptr(unsafe.Pointer(&w.mem[0]))))
 	}
-	key := hostKey()
+	key, machine := hostKey(), machineKey()
 	copy(rec[32:64], key[:])
-	copy(rec[64:], name)
+	copy(rec[64:recMachine], name)
+	copy(rec[recMachine:], machine[:])
 	all, err := p.Exchange(ctx, rec[:])
 	if err != nil {
 		return fail(err)
@@ -268,6 +269,16 @@ func New(ctx context.Context, p Params) (*Window, error) {
 			return fail(fmt.Errorf("rank %d's window record: %w", r, err))
 		}
 		w.peers[r] = q
+		if r == p.Rank || [8]byte(all[r*RecordSize+recMachine:(r+1)*RecordSize]) == machine {
+			w.local++
+		}
+	}
+	w.oversub = w.local > runtime.NumCPU()
+	for _, q := range w.peers {
+		if q.mode == modeMapped && p.Copy != nil {
+			w.copyFn = p.Copy(w.local)
+			break
+		}
 	}
 	// Everybody has mapped what they could: the names may go.
 	if err := p.Barrier(ctx); err != nil {
@@ -310,7 +321,7 @@ func (w *Window) newPeer(r int, rec []byte, key [32]byte, messages bool) (*peer,
 	if (kind == kindAlloc) != w.alloc || (kind != kindAlloc && kind != kindUser) {
 		return nil, errors.New("ranks disagree about the kind of window")
 	}
-	if rec[21] > 64 {
+	if rec[21] > recMachine-64 {
 		return nil, errors.New("bad segment name length")
 	}
 	name := string(rec[64 : 64+int(rec[21])])
@@ -352,6 +363,11 @@ func (w *Window) Size(rank int) int {
 
 // Bytes returns this rank's exposed memory.
 func (w *Window) Bytes() []byte { return w.mem }
+
+// Local returns the number of the window's ranks on this machine (the
+// same kernel, whatever their network namespace), this rank included:
+// the ranks that share its CPUs.
+func (w *Window) Local() int { return w.local }
 
 // ID returns the window's number.
 func (w *Window) ID() uint32 { return w.id }
@@ -597,59 +613,106 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 		return 0, err
 	}
 	word := &w.seg.sigs()[sig]
-	// Spin, adaptively: a wait the spin satisfied doubles the next spin
-	// (up to spinMax), a wait that had to sleep halves it (down to
-	// spinMin). On a quiet machine signals arrive within the spin and
-	// WaitSignal answers in well under a microsecond; when the peer is
-	// usually descheduled, long spins only delay it further (measured:
-	// 2000 loads gave 74 µs per 8 B PutSignal round trip under load, 256
-	// loads 27 µs), and the spin shrinks to a token.
-	spin := int(w.spin.Load())
-	for i := range spin {
+	// Spin for an adaptive time (see spinMin): a wait the spin satisfied
+	// lengthens the next spin.
+	budget := time.Duration(w.spin.Load())
+	var start time.Time
+	for i := 0; ; i++ {
 		if v := loadSignal(word); v >= atLeast {
-			if spin < spinMax {
-				w.spin.Store(int32(min(2*spin, spinMax)))
+			if budget < spinMax {
+				w.spin.Store(int64(grow(budget)))
 			}
 			return v, nil
 		}
-		if i%64 == 63 {
+		if i%256 == 255 {
+			// The clock is read only once the signal is late: most
+			// come within the first loads (a clock read costs as much
+			// as the signal's trip between the CPUs).
+			if start.IsZero() {
+				start = time.Now()
+			} else if d := time.Since(start); d >= budget {
+				break
+			} else if d > pollFor || w.oversub {
+				spin.YieldCPU()
+			}
 			runtime.Gosched()
 		}
 	}
 	// The spin missed. Whether a longer one would have caught the signal
 	// is known only once it arrives: if it comes within spinWorth of
-	// here, the peer was running and the spin was merely short
-	// (lengthen it, or it stays at spinMin for good — a 0.6 µs round
-	// trip never fits in 64 loads, which is how some runs settled at
-	// 5–9 µs, a futex wake per message, and others at 0.6 µs); if later,
-	// or never, the peer was descheduled (shorten it).
+	// here, the peer was running (or waking) and the spin was merely
+	// short: lengthen it, or a peer that answers only after waking from
+	// its own futex sleep keeps finding this rank asleep too, and every
+	// message pays a wake-up on each side for good. If later, or never,
+	// the peer was descheduled: back to the token spin.
 	slept := time.Now()
 	v, err := w.sleepSignal(ctx, word, atLeast)
 	if err == nil && time.Since(slept) < spinWorth {
-		w.spin.Store(int32(min(2*spin, spinMax)))
+		w.spin.Store(int64(grow(budget)))
 	} else {
-		w.spin.Store(int32(max(spin/2, spinMin)))
+		w.spin.Store(int64(spinMin))
 	}
 	return v, err
 }
 
+// WaitSignal's spin, in time, before it sleeps on the bell: between
+// spinMin and spinMax, starting at spinMax.
+//
+//   - The longest spin must outlast a futex wake-up of the peer (about
+//     27 µs on this project's VM), or two ranks signalling each other
+//     settle into waking each other from sleep every time. The spin used
+//     to count loads, at most 4096 (about 10 µs): shorter than a wake-up,
+//     which is how some idle runs settled at 5–13 µs per 8 B PutSignal
+//     exchange while others stayed at 0.6 µs.
+//   - After pollFor the spin yields the CPU to other processes between
+//     polls (from the start when the ranks of this machine outnumber its
+//     CPUs): on a loaded machine the peer may be waiting for this very
+//     CPU, and a spinner that keeps it also uses up its own share of CPU
+//     time, so the scheduler then keeps it off the CPU longer.
+//   - A wait that slept long resets the spin to spinMin; waits that pay
+//     lengthen it slowly (grow). On a loaded machine, where long misses
+//     come every few dozen waits, the spin stays short; on a quiet one
+//     it stays at spinMax.
+const (
+	spinMin = 2 * time.Microsecond
+	spinMax = 200 * time.Microsecond
+)
+
+// grow lengthens a spin that paid (or would have): slowly, by 1/16, so
+// that it reaches spinMax only after dozens of waits without a long miss
+// (about 75 from spinMin).
+func grow(budget time.Duration) time.Duration { return min(budget+budget/16, spinMax) }
+
+// pollFor is how long WaitSignal polls before it yields the CPU to other
+// processes between polls.
+const pollFor = 4 * time.Microsecond
+
 // spinWorth is how soon after a missed spin a signal must come for a
 // longer spin to have been worth it (a var for tests).
-var spinWorth = 50 * time.Microsecond
+var spinWorth = 100 * time.Microsecond
 
 // sleepSignal waits on the bell until the signal is at least atLeast.
 func (w *Window) sleepSignal(ctx context.Context, word *uint64, atLeast uint64) (uint64, error) {
-	parent := ctx
-	ctx, cancel := w.withTimeout(ctx)
-	defer cancel()
+	var until time.Time // the window's timeout, without a context per sleep
+	if w.timeout > 0 {
+		until = time.Now().Add(w.timeout)
+	}
 	bell, waiters := w.seg.u32(bellOff), w.seg.u32(waitersOff)
 	for {
 		b := atomic.LoadUint32(bell)
 		if v := loadSignal(word); v >= atLeast {
 			return v, nil
 		}
-		if ctx.Err() != nil {
-			return atomic.LoadUint64(word), w.ctxErr(parent, ctx)
+		if err := ctx.Err(); err != nil {
+			return atomic.LoadUint64(word), err
+		}
+		d := 20 * time.Millisecond
+		if !until.IsZero() {
+			left := time.Until(until)
+			if left <= 0 {
+				return atomic.LoadUint64(word), TimeoutError{w.timeout}
+			}
+			d = min(d, left)
 		}
 		if err := w.usable(nil); err != nil {
 			return 0, err
@@ -659,7 +722,6 @@ func (w *Window) sleepSignal(ctx context.Context, word *uint64, atLeast uint64) 
 				return 0, err
 			}
 		}
-		d := 20 * time.Millisecond
 		if dl, ok := ctx.Deadline(); ok {
 			d = min(d, max(time.Until(dl), time.Microsecond))
 		}

@@ -117,6 +117,48 @@ func group(t *testing.T, n, size int, k kind) []*Window {
 	return ws
 }
 
+// Local counts the ranks whose record names this machine: a rank whose
+// machine key differs (another host) is not counted.
+func TestLocalRanks(t *testing.T) {
+	const n = 3
+	f := local.NewFabric(n)
+	g := newGather(n)
+	ws := make([]*Window, n)
+	errc := make(chan error, n)
+	for r := range n {
+		go func() {
+			ex := g.exchange(r)
+			p := Params{Rank: r, Size: n, ID: 7, T: f.Endpoint(r), Alloc: 64, Messages: true, Barrier: g.barrier(r),
+				Exchange: func(ctx context.Context, rec []byte) ([]byte, error) {
+					all, err := ex(ctx, rec)
+					if err == nil {
+						all[2*RecordSize+recMachine] ^= 1 // rank 2 is elsewhere
+					}
+					return all, err
+				}}
+			w, err := New(context.Background(), p)
+			ws[r] = w
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	// Rank 2 counts itself and the two others (their keys are its own).
+	for r, want := range []int{2, 2, 3} {
+		if got := ws[r].Local(); got != want {
+			t.Errorf("rank %d: Local() = %d, want %d", r, got, want)
+		}
+	}
+}
+
 func pattern(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -526,39 +568,45 @@ func FuzzPeerRecord(f *testing.F) {
 	})
 }
 
-// WaitSignal's spin adapts: a wait the spin satisfies lengthens the next
-// spin (up to spinMax), a wait that has to sleep and is not satisfied
-// soon after shortens it (down to spinMin), one satisfied soon after its
-// spin lengthens it again.
+// WaitSignal's spin adapts: a wait that has to sleep and is not satisfied
+// soon after resets the spin to spinMin, waits the spin satisfies
+// lengthen it (up to spinMax), and so does one satisfied soon after its
+// spin.
 func TestWaitSignalAdaptiveSpin(t *testing.T) {
 	ws := group(t, 2, 10, kinds[0])
 	w := ws[0]
 	ctx := context.Background()
-	start := w.spin.Load()
+	if got := time.Duration(w.spin.Load()); got != spinMax {
+		t.Fatalf("a new window spins %v, want %v", got, spinMax)
+	}
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
-	for range 20 {
-		w.WaitSignal(expired, 0, 1) // nobody signals: sleeps, or ends at once
-	}
-	if got := w.spin.Load(); got != spinMin {
-		t.Fatalf("after 20 waits that slept the spin is %d loads, want %d (started at %d)", got, spinMin, start)
+	w.WaitSignal(expired, 0, 1) // nobody signals: the spin misses
+	if got := time.Duration(w.spin.Load()); got != spinMin {
+		t.Fatalf("after a wait that missed the spin is %v, want %v", got, spinMin)
 	}
 	if err := ws[1].PutSignal(ctx, 0, 0, nil, Shape{}, 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	for range 20 {
+	prev := w.spin.Load()
+	for i := range 200 {
 		if _, err := w.WaitSignal(ctx, 0, 1); err != nil {
 			t.Fatal(err)
 		}
+		got := w.spin.Load()
+		if got != int64(grow(time.Duration(prev))) {
+			t.Fatalf("satisfied wait %d took the spin from %v to %v", i, time.Duration(prev), time.Duration(got))
+		}
+		prev = got
 	}
-	if got := w.spin.Load(); got != spinMax {
-		t.Fatalf("after 20 satisfied waits the spin is %d loads, want %d", got, spinMax)
+	if got := time.Duration(w.spin.Load()); got != spinMax {
+		t.Fatalf("after 200 satisfied waits the spin is %v, want %v", got, spinMax)
 	}
 	// Spin satisfied soon after sleeping ("soon" is an hour here, so the
-	// test does not depend on timing): from spinMin back up.
+	// test does not depend on timing): from spinMin up.
 	defer func(d time.Duration) { spinWorth = d }(spinWorth)
 	spinWorth = time.Hour
-	w.spin.Store(spinMin)
+	w.spin.Store(int64(spinMin))
 	for round := uint64(2); round < 6; round++ {
 		done := make(chan error, 1)
 		go func() {
@@ -575,8 +623,8 @@ func TestWaitSignalAdaptiveSpin(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if got := w.spin.Load(); got != min(2*before, spinMax) {
-			t.Fatalf("round %d: a wait satisfied soon after its spin took the spin from %d to %d loads", round, before, got)
+		if got := w.spin.Load(); got != int64(grow(time.Duration(before))) {
+			t.Fatalf("round %d: a wait satisfied soon after its spin took the spin from %v to %v", round, time.Duration(before), time.Duration(got))
 		}
 	}
 }
