@@ -617,3 +617,74 @@ func testAllocLarge(t *testing.T, eng int) {
 		c.Close()
 	}
 }
+
+// An Observer's OpEnd names the zero-copy path for a call that took it
+// (its messages are the records: two rounds, each one record to and from
+// the peer) and the planner's algorithm for one that fell back.
+func TestAllocObserved(t *testing.T) {
+	var mu sync.Mutex
+	var ends, starts []OpEvent
+	obs := &Observer{
+		OpStart: func(e OpEvent) { mu.Lock(); starts = append(starts, e); mu.Unlock() },
+		OpEnd:   func(e OpEvent) { mu.Lock(); ends = append(ends, e); mu.Unlock() },
+	}
+	const m = 256
+	onLocalRanks(t, 2, &Config{Timeout: time.Minute, ZeroCopy: 1, Observer: obs}, func(c *Comm) error {
+		ctx := context.Background()
+		b, err := c.Alloc(ctx, 3*4*m)
+		if err != nil {
+			return err
+		}
+		defer b.Free(ctx)
+		x := f32(b.Bytes())
+		for i := range m {
+			x[i] = float32(c.Rank()*m + i)
+		}
+		// Registered input and output: the zero-copy path.
+		if err := AllGather(ctx, c, x[:m], x[m:]); err != nil {
+			return err
+		}
+		// Rank 0's input is ordinary memory: the program.
+		in := x[:m]
+		if c.Rank() == 0 {
+			in = make([]float32, m)
+			copy(in, x[:m])
+		}
+		if err := AllGather(ctx, c, in, x[m:]); err != nil {
+			return err
+		}
+		for i := range 2 * m {
+			if x[m+i] != float32(i) {
+				return fmt.Errorf("rank %d: [%d] = %v", c.Rank(), i, x[m+i])
+			}
+		}
+		return nil
+	})
+	// The user's AllGathers are those of 2m floats (Alloc's own record
+	// exchanges are AllGathers too); the first of them has registered
+	// buffers on both ranks.
+	var first uint64
+	var mine []OpEvent
+	for _, e := range ends {
+		if e.Op == "AllGather" && e.Bytes == 2*4*m {
+			mine = append(mine, e)
+			if first == 0 || e.Seq < first {
+				first = e.Seq
+			}
+		}
+	}
+	if len(mine) != 4 {
+		t.Fatalf("%d AllGather ends, want 4", len(mine))
+	}
+	for _, e := range mine {
+		zc := e.Algo == "zero-copy"
+		if zc != (e.Seq == first) || zc && (e.Chunks != 4 || e.Wait < 0 || e.Wait > e.Duration) {
+			t.Errorf("rank %d AllGather %d: Algo %q, Chunks %d, Wait %v of %v", e.Rank, e.Seq, e.Algo, e.Chunks, e.Wait, e.Duration)
+		}
+	}
+	for _, e := range starts {
+		if e.Algo == "" || e.Algo == "zero-copy" {
+			t.Errorf("OpStart of %s %d: Algo %q, want the planner's", e.Op, e.Seq, e.Algo)
+		}
+	}
+}

@@ -126,6 +126,9 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		}
 		if c.zeroCopy(k) {
 			err = c.runZeroCopy(ctx, prog, fp, k)
+			if observed {
+				c.zcObserved(&ev)
+			}
 		} else {
 			err = c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/fusion"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/stream"
+	"github.com/hcomm-go/hcomm/internal/zcopy"
 )
 
 // An Observer is told about a communicator's collectives as they start and
@@ -69,7 +70,7 @@ type OpEvent struct {
 	Op       string // "AllReduce", "Broadcast", …
 	DType    DType
 	Bytes    int    // the larger of this rank's input and output, in bytes
-	Algo     string // the algorithm the planner chose ("ring", "rd", …)
+	Algo     string // the algorithm the planner chose ("ring", "rd", …); OpEnd's is "zero-copy" for a call that took the zero-copy path (Comm.Alloc)
 	Chunks   int    // messages this rank sends and receives (each cut to at most the chunk size)
 	Start    time.Time
 	Duration time.Duration // OpEnd only
@@ -116,6 +117,8 @@ func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
 		ev.Duration, ev.Err = c.clock.Now().Sub(ev.Start), err
 		if ev.Algo == groupAlgo {
 			ev.Wait = ev.Duration
+		} else if ev.Algo == zcopy.Algo {
+			ev.Wait = max(c.zcPath.Met.Sub(ev.Start), 0)
 		} else if t, ok := c.ex.FirstRecv(); ok {
 			ev.Wait = max(t.Sub(ev.Start), 0)
 		}

@@ -35,9 +35,21 @@ func (c *Comm) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fi
 	c.reg.Mu.RLock()
 	defer c.reg.Mu.RUnlock()
 	c.zcPath = zcopy.Path{Rank: c.rank, Size: c.size, T: c.t, FP: fp, Min: c.set.zeroCopy}
+	if c.set.observer != nil {
+		c.zcPath.Clock = &c.clock
+	}
 	took, err := c.reg.Run(ctx, &c.zcPath, &c.zc)
 	if took || err != nil {
 		return err
 	}
 	return c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
+}
+
+// zcObserved names the zero-copy path in an observed call's event when
+// the call took it (the caller has just run runZeroCopy): the records are
+// its messages, and its Wait ends when every peer's first record came.
+func (c *Comm) zcObserved(ev *OpEvent) {
+	if c.zcPath.Took {
+		ev.Algo, ev.Chunks = zcopy.Algo, c.zcPath.Msgs
+	}
 }

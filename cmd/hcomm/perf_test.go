@@ -930,4 +930,13 @@ func TestPerfLocalRegistered(t *testing.T) {
 	if len(rows) < 2*6*3 {
 		t.Fatalf("%d rows:\n%s", len(rows), out.String())
 	}
+	// Gather and Scatter (not in -op all), every result verified too.
+	out.Reset()
+	args[4] = "gather,scatter"
+	if err := perfMain(args, &out, io.Discard); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if rows, err := readRows(strings.NewReader(out.String())); err != nil || len(rows) != 2*2*4 { // 2 ops, in and out of place, 4 sizes
+		t.Fatalf("gather, scatter: %d rows (%v):\n%s", len(rows), err, out.String())
+	}
 }

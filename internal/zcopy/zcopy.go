@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
@@ -207,12 +208,22 @@ func need(k *Call, p int) byte {
 	return FlagIn
 }
 
-// Path is what a call needs of its communicator.
+// Algo names the zero-copy path where an algorithm's name is shown (the
+// Observer's OpEvent, trace files).
+const Algo = "zero-copy"
+
+// Path is what a call needs of its communicator, and what Run tells of
+// the call.
 type Path struct {
 	Rank, Size int
 	T          transport.Transport
 	FP         *wire.Fingerprint
-	Min        int // the threshold (AllToAllV decides through FlagBig)
+	Min        int                          // the threshold (AllToAllV decides through FlagBig)
+	Clock      interface{ Now() time.Time } // if set, Run reads it once the first records are in (Met)
+
+	Took bool      // Run took the zero-copy path
+	Met  time.Time // when every peer's first record had arrived (Clock set)
+	Msgs int       // records this rank sent and received
 }
 
 // Run runs candidate k by the zero-copy path. It returns false (and no
@@ -244,6 +255,9 @@ func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
 	if err := r.round(ctx, z, v); err != nil {
 		return false, err
 	}
+	if z.Clock != nil {
+		z.Met = z.Clock.Now()
+	}
 	big := !v
 	for p := range z.Size {
 		if err := r.decode(p); err != nil {
@@ -262,6 +276,7 @@ func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
 		return false, err
 	}
 	r.Hits.Add(1)
+	z.Took = true
 	// Done: nobody reads or writes another rank's memory after this.
 	return true, r.round(ctx, z, false)
 }
@@ -282,6 +297,7 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool) error {
 		return r.mine[:RecSize]
 	}
 	copy(r.all[me*RecSize:], rec(me))
+	z.Msgs += 2 * (z.Size - 1)
 	var sent uint64 // bit p: the record already went to p
 	if eg, ok := z.T.(transport.Eager); ok && z.Size <= 64 {
 		for p := range z.Size {
