@@ -605,9 +605,9 @@ func testAllocLarge(t *testing.T, eng int) {
 			if c.reg.Hits.Load() != 2 {
 				t.Errorf("rank %d: %d zero-copy calls, want 2", me, c.reg.Hits.Load())
 			}
-			// AllGather copies one 8 MiB block, AllReduce one 4 MiB
-			// segment (reductions are not split).
-			if s := c.reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() < 2 {
+			// AllGather copies one 8 MiB block; AllReduce reduces one
+			// 4 MiB segment and copies the other.
+			if s := c.reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() != 3 {
 				t.Errorf("rank %d: engine %v, want %v, splits", me, s != nil, eng > 0)
 			}
 		})

@@ -598,6 +598,62 @@ func TestSplitter(t *testing.T) {
 	}
 }
 
+// parts counts how often Run did each byte, and on which goroutines.
+type parts struct {
+	mu    sync.Mutex
+	count []int
+	calls int
+}
+
+func (p *parts) Part(lo, hi int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	for i := lo; i < hi; i++ {
+		p.count[i]++
+	}
+}
+
+// Run cuts a job into parts that cover every byte once, and a Copy after
+// it still copies through the splitter's move function.
+func TestSplitterRun(t *testing.T) {
+	e := New(&Config{Workers: 3})
+	var moved atomic.Int64
+	s := NewSplitter(e, 1000, 3, func(dst, src []byte) { moved.Add(int64(len(dst))); copy(dst, src) })
+	check := func(n int, closed bool) {
+		t.Helper()
+		p := &parts{count: make([]int, n)}
+		split := s.Run(n, p)
+		for i, c := range p.count {
+			if c != 1 {
+				t.Fatalf("%d bytes: byte %d done %d times", n, i, c)
+			}
+		}
+		if want := n >= 1000 && !closed; split != want {
+			t.Errorf("%d bytes: split %v, want %v", n, split, want)
+		}
+		if split && p.calls != 4 {
+			t.Errorf("%d bytes: %d parts, want 4", n, p.calls)
+		}
+	}
+	for _, n := range []int{0, 999, 1000, 4096, 1<<20 + 13} {
+		check(n, false)
+	}
+	src, dst := bytes.Repeat([]byte{5}, 4096), make([]byte, 4096)
+	if !s.Copy(dst, src) || !bytes.Equal(dst, src) || moved.Load() != 4096 {
+		t.Fatalf("Copy after Run: moved %d bytes", moved.Load())
+	}
+	e.Close()
+	// Aborted parts are done by the caller.
+	p := &parts{count: make([]int, 1<<16)}
+	s.Run(1<<16, p)
+	for i, c := range p.count {
+		if c != 1 {
+			t.Fatalf("after Close: byte %d done %d times", i, c)
+		}
+	}
+}
+
 func TestAuto(t *testing.T) {
 	for _, tc := range []struct{ cpus, local, want int }{
 		{2, 2, 0}, {2, 1, 1}, {4, 2, 1}, {16, 2, 4}, {1, 0, 0}, {8, 1, 4},

@@ -23,6 +23,7 @@ type Splitter struct {
 	descs []Desc
 	ptrs  []*Desc
 	move  func(dst, src []byte) // how a part is copied (nil: copy)
+	job   Parter                // Run's job, while it runs
 	// Splits counts the copies the engine took part in.
 	Splits atomic.Uint64
 }
@@ -85,6 +86,62 @@ func (s *Splitter) Copy(dst, src []byte) bool {
 	s.Splits.Add(1)
 	for i := range s.descs {
 		s.descs[i].Src, s.descs[i].Dst = nil, nil // keep no memory alive
+	}
+	return true
+}
+
+// A Parter does parts of a job that a Splitter cuts up (Run): Part(lo, hi)
+// does bytes [lo, hi) of it. Parts are disjoint and may run at once.
+type Parter interface{ Part(lo, hi int) }
+
+type partMover Splitter
+
+func (m *partMover) Move(d *Desc) Status {
+	m.job.Part(d.DstOff, d.DstOff+d.Len)
+	return OK
+}
+
+// Run does job, n bytes long, with the engine's workers and the caller
+// together, as Copy does a copy: parts of whole cache lines (so of whole
+// elements of any type), one per worker plus the caller's, posted with
+// one doorbell. A job under Min, or one that finds a split in progress, is
+// done by the caller alone. It reports whether the engine took part. Run
+// allocates nothing.
+func (s *Splitter) Run(n int, job Parter) bool {
+	if s == nil || n < s.min || len(s.descs) == 0 || !s.mu.TryLock() {
+		job.Part(0, n)
+		return false
+	}
+	defer s.mu.Unlock()
+	step := n / (len(s.descs) + 1) &^ 63
+	if step == 0 {
+		job.Part(0, n)
+		return false
+	}
+	s.job = job
+	for i := range s.descs {
+		d := &s.descs[i]
+		d.Mover, d.DstOff, d.Len = (*partMover)(s), i*step, step
+	}
+	k, _ := s.e.Post(context.Background(), s.ptrs...)
+	job.Part(len(s.descs)*step, n)
+	// Closed or full: what was not posted is done here, and so is a
+	// part the engine aborted (without running it).
+	for _, d := range s.ptrs[k:] {
+		job.Part(d.DstOff, d.DstOff+d.Len)
+	}
+	for _, d := range s.ptrs[:k] {
+		if s.e.Poll(context.Background(), d) != nil {
+			job.Part(d.DstOff, d.DstOff+d.Len)
+		}
+	}
+	s.Splits.Add(1)
+	s.job = nil
+	for i := range s.descs {
+		s.descs[i].Mover = nil
+		if s.move != nil {
+			s.descs[i].Mover = (*moveFunc)(s)
+		}
 	}
 	return true
 }

@@ -52,6 +52,7 @@ type Registry struct {
 	mine []byte // size records: what this rank sends to each rank
 	all  []byte // size records: what each rank sent here
 	recs []record
+	red  reduction // the call's reduction, while it runs
 }
 
 // Live returns the number of live buffers.

@@ -470,20 +470,51 @@ func seg(size, n, es, p int) (lo, hi int) {
 
 // reduce reduces bytes [off, off+len(dst)) of every rank's input into
 // dst, starting with this rank's own (dst may be exactly that range of
-// the input: in place).
+// the input: in place). A large reduction is split over the copy engine
+// (Split): each part reduces its bytes of every input.
 func (r *Registry) reduce(z *Path, k *Call, off int, dst []byte) error {
-	n, me := z.Size, z.Rank
-	for i := 1; i < n; i++ {
-		p := (me + i) % n
-		src, err := r.peer(p, false, off, len(dst))
-		if err != nil {
+	// Every peer's range is checked here, once: a part of it is then in
+	// range too, so the parts cannot fail.
+	for i := 1; i < z.Size; i++ {
+		if _, err := r.peer((z.Rank+i)%z.Size, false, off, len(dst)); err != nil {
 			return err
+		}
+	}
+	r.red = reduction{r: r, z: z, k: k, off: off, dst: dst, stream: len(dst) >= reduce.StreamMin}
+	if r.Split != nil {
+		r.Split.Run(len(dst), &r.red)
+	} else {
+		r.red.Part(0, len(dst))
+	}
+	r.red = reduction{} // keep no memory alive
+	return nil
+}
+
+// reduction is one call's reduction, done in parts (copyeng.Parter).
+type reduction struct {
+	r      *Registry
+	z      *Path
+	k      *Call
+	off    int
+	dst    []byte
+	stream bool // the last pass writes around the caches (the whole result is large)
+}
+
+// Part reduces bytes [lo, hi) of the reduction's range. The range was
+// checked as a whole (reduce).
+func (x *reduction) Part(lo, hi int) {
+	n, me, k := x.z.Size, x.z.Rank, x.k
+	dst := x.dst[lo:hi]
+	for i := 1; i < n; i++ {
+		src, err := x.r.peer((me+i)%n, false, x.off+lo, hi-lo)
+		if err != nil {
+			panic("zcopy: a part of a checked range is out of range: " + err.Error())
 		}
 		a := dst
 		if i == 1 {
-			a = k.In[off : off+len(dst)]
+			a = k.In[x.off+lo : x.off+hi]
 		}
-		if len(dst) >= reduce.StreamMin && i == n-1 {
+		if x.stream && i == n-1 {
 			// The last pass writes the result, which nothing here reads
 			// again soon: around the caches.
 			reduce.ApplyStream(k.DT, k.Op, dst, a, src)
@@ -491,5 +522,4 @@ func (r *Registry) reduce(z *Path, k *Call, off int, dst []byte) error {
 			reduce.Apply(k.DT, k.Op, dst, a, src)
 		}
 	}
-	return nil
 }
