@@ -37,7 +37,9 @@ import (
 //     its offset (a stripe that came after all is overwritten with the same
 //     bytes). The retired path is also retired for this rank's own sends,
 //     so both ends stop using it. A frame of the next message instead
-//     means no repair is coming: it is put back for the next receive. A
+//     means no repair is coming: it is put back for the next receive; so
+//     does the end of conn 0's stream at a frame boundary (the sender
+//     closed right after its last Send). A
 //     repair that arrives after the message came whole is discarded.
 //
 // A stripe whose connection failed on the receiving side waits for its
@@ -271,6 +273,16 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 				// Woken: the stripes are in.
 				pr.recv.restore(0)
 				continue
+			}
+			if werr == io.EOF && c0.rhn == 0 && repairs == 0 {
+				// The sender closed conn 0 at a frame boundary
+				// after this message's first stripe: no repair
+				// will come, and the stripes on the other paths
+				// are still to be read (a peer that closes right
+				// after its last Send). The next receive on conn
+				// 0 meets the end of the stream again.
+				watching = false
+				break
 			}
 			err, watching = werr, false
 			pr.recv.interrupt()

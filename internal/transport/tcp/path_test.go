@@ -16,6 +16,13 @@ import (
 // each is the listener's port): one per path.
 func multiPathWorld(t *testing.T, size, nsocks int, paths ...string) ([]*Transport, *syncBuffer) {
 	t.Helper()
+	return multiPathWorldWrap(t, size, nsocks, nil, paths...)
+}
+
+// multiPathWorldWrap is multiPathWorld with rank r's listener replaced by
+// wrap(r, listener) when wrap is not nil.
+func multiPathWorldWrap(t *testing.T, size, nsocks int, wrap func(int, net.Listener) net.Listener, paths ...string) ([]*Transport, *syncBuffer) {
+	t.Helper()
 	logs := new(syncBuffer)
 	lns := make([]net.Listener, size)
 	addrs := make([]string, size)
@@ -31,6 +38,9 @@ func multiPathWorld(t *testing.T, size, nsocks int, paths ...string) ([]*Transpo
 			list = append(list, fmt.Sprintf(p, port))
 		}
 		addrs[r] = strings.Join(list, ",")
+		if wrap != nil {
+			lns[r] = wrap(r, ln)
+		}
 	}
 	trs := make([]*Transport, size)
 	for r := range size {
