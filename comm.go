@@ -62,9 +62,7 @@ type Comm struct {
 
 	members      []int          // the world rank of each rank (multi-process jobs)
 	rec          trace.Recorder // the flight recorder
-	repMu        sync.Mutex
-	repSeq       uint64 // the operation the last culprit report is about
-	report       string
+	reports      boot.Reports   // the last culprit report, asked once per operation
 	culprit      culprit.Finder // the root cause of a peer's failure, with the job's notes
 	published    atomic.Bool    // this rank published its failure note
 	noticeCancel context.CancelFunc

@@ -8,11 +8,9 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/culprit"
-	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/notice"
 	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
-	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // A stuck job explains itself (internal/diag): a rank whose operation times
@@ -68,26 +66,13 @@ func (v *stallView) CallsOf(seq uint64) []string {
 }
 
 // reportFor returns the culprit report for the collective cur, asking the
-// job once per operation (the executor's error hook and the caller both
-// describe the same timeout). It is "" without a job to ask.
+// job once per operation (boot.Job.ReportCall). It is "" without a job to
+// ask.
 func (c *Comm) reportFor(cur *current) string {
 	if cur.fp == nil || c.job == nil {
 		return ""
 	}
-	e := trace.Entry{Name: cur.name, FP: *cur.fp}
-	call, seq := e.Call(), cur.fp.Seq
-	if cur.fp.Coll == wire.CollSendRecv {
-		peer := cur.peer
-		return c.job.Report(c.id, c.rank, c.members, fmt.Sprintf("%s #%d with rank %d", call, seq, peer),
-			func(s []*diag.CommState) string { return diag.ExplainP2P(peer, s) })
-	}
-	c.repMu.Lock()
-	defer c.repMu.Unlock()
-	if c.repSeq != seq {
-		c.repSeq, c.report = seq, c.job.Report(c.id, c.rank, c.members, fmt.Sprintf("op #%d %s", seq, call),
-			func(s []*diag.CommState) string { return diag.Explain(seq, call, s) })
-	}
-	return c.report
+	return c.job.ReportCall(&c.reports, c.id, c.rank, c.members, cur.name, cur.fp, cur.peer)
 }
 
 // publishFailure tells the job, through the store, why this communicator
