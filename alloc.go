@@ -44,12 +44,7 @@ func (c *Comm) Alloc(parent context.Context, n int) (*Buffer, error) {
 	ctx, cancel := c.withTimeout(parent)
 	defer cancel()
 	rb, err := rma.NewBuffer(ctx, rma.BufferParams{
-		Rank: c.rank, Size: c.size, N: n,
-		Exchange: func(ctx context.Context, rec []byte) ([]byte, error) {
-			all := make([]byte, c.size*len(rec))
-			return all, AllGather(ctx, c, rec, all)
-		},
-	})
+		Rank: c.rank, Size: c.size, N: n, Exchange: c.gatherRecords})
 	if err != nil {
 		return nil, c.windowErr("Alloc", -1, err)
 	}

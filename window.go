@@ -82,12 +82,7 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	p := rma.Params{
 		Rank: c.rank, Size: c.size, ID: uint32(n), T: t, Buf: buf, Alloc: alloc,
 		Chunk: c.ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.timeout,
-		Exchange: func(ctx context.Context, rec []byte) ([]byte, error) {
-			all := make([]byte, c.size*len(rec))
-			return all, AllGather(ctx, c, rec, all)
-		},
-		Barrier: c.Barrier,
-		Check:   c.usable,
+		Exchange: c.gatherRecords, Barrier: c.Barrier, Check: c.usable,
 	}
 	if alloc >= 0 {
 		// Large copies to mapped peers may be split over the copy engine.
@@ -111,6 +106,12 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	c.windows[win] = struct{}{}
 	c.winMu.Unlock()
 	return win, nil
+}
+
+// gatherRecords all-gathers every rank's record (windows, buffers).
+func (c *Comm) gatherRecords(ctx context.Context, rec []byte) ([]byte, error) {
+	all := make([]byte, c.size*len(rec))
+	return all, AllGather(ctx, c, rec, all)
 }
 
 // closeWindows releases the windows still open when the communicator
@@ -183,18 +184,14 @@ func (w *Window) PutStrided(ctx context.Context, target, off int, src []byte, ro
 	return w.put(ctx, "PutStrided", target, off, src, s, -1, 0)
 }
 
-func (w *Window) put(parent context.Context, op string, target, off int, src []byte, s rma.Shape, sig int, add uint64) error {
+func (w *Window) put(ctx context.Context, op string, target, off int, src []byte, s rma.Shape, sig int, add uint64) error {
 	if err := w.ready(op, target); err != nil {
 		return err
 	}
-	ctx := parent // the message path applies the configured timeout
-	var err error
-	if sig >= 0 || op == "PutSignal" {
-		err = w.w.PutSignal(ctx, target, off, src, s, sig, add)
-	} else {
-		err = w.w.Put(ctx, target, off, src, s)
+	if op == "PutSignal" { // the message path applies the configured timeout
+		return w.c.windowErr(op, target, w.w.PutSignal(ctx, target, off, src, s, sig, add))
 	}
-	return w.c.windowErr(op, target, err)
+	return w.c.windowErr(op, target, w.w.Put(ctx, target, off, src, s))
 }
 
 // Get reads len(dst) bytes at byte offset off of target's part of the

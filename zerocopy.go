@@ -45,9 +45,8 @@ func (c *Comm) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fi
 	return c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
 }
 
-// zcObserved names the zero-copy path in an observed call's event when
-// the call took it (the caller has just run runZeroCopy): the records are
-// its messages, and its Wait ends when every peer's first record came.
+// zcObserved names the zero-copy path in an observed call's event if the
+// call (just run by runZeroCopy) took it: the records are its messages.
 func (c *Comm) zcObserved(ev *OpEvent) {
 	if c.zcPath.Took {
 		ev.Algo, ev.Chunks = zcopy.Algo, c.zcPath.Msgs
