@@ -815,7 +815,9 @@ func (t *Transport) abortConn(c *conn) {
 
 // Close releases the listener, the connections and the goroutines, without
 // waiting for peers. Calls in progress and later fail with an error wrapping
-// errs.ErrClosed.
+// errs.ErrClosed. What peers sent that was never read is discarded first,
+// so the connections end with a FIN after the last message rather than a
+// reset that would throw away its unsent tail.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.state.Load() == stateClosed {
@@ -1033,6 +1035,7 @@ func (pr *peer) closeConns() {
 	pr.closed = true
 	for _, c := range pr.slots {
 		if c != nil {
+			discardQueued(c.nc)
 			c.nc.Close()
 		}
 	}
