@@ -55,6 +55,22 @@ type conn struct {
 	rn      int           // bytes of rbuf filled
 	rerr    error         // end of stream or read error seen by pollFn
 	pollFn  func(fd uintptr) bool
+	// ahead[aoff:aend] holds bytes a polled read took past its
+	// destination (see poll): small frames that came together are read
+	// in one system call. Every read of the connection takes them first.
+	ahead      []byte
+	aoff, aend int
+}
+
+// Read reads the connection's stream: first the bytes a polled read took
+// ahead, then the socket. The caller holds rmu.
+func (c *conn) Read(b []byte) (int, error) {
+	if c.aoff < c.aend {
+		k := copy(b, c.ahead[c.aoff:c.aend])
+		c.aoff += k
+		return k, nil
+	}
+	return c.nc.Read(b)
 }
 
 func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
@@ -175,8 +191,8 @@ func (c *conn) drain() {
 // the network poller. The caller holds rmu. Deadlines apply as to Read
 // (polling is bounded, so an interrupting deadline is seen within pollFor).
 func (c *conn) readPolled(b []byte) (int, error) {
-	if c.raw == nil || len(b) == 0 || c.sending.Load() > 0 {
-		return io.ReadFull(c.nc, b)
+	if c.raw == nil || len(b) == 0 || c.sending.Load() > 0 || c.aoff < c.aend {
+		return io.ReadFull(c, b)
 	}
 	c.rbuf, c.rn, c.rerr = b, 0, nil
 	err := c.raw.Read(c.pollFn)
@@ -208,7 +224,7 @@ func (c *conn) readHeader(peer int, poll bool) (h wire.FrameHeader, n int, err e
 	if poll {
 		n, err = c.readPolled(c.rhdr[c.rhn:])
 	} else {
-		n, err = io.ReadFull(c.nc, c.rhdr[c.rhn:])
+		n, err = io.ReadFull(c, c.rhdr[c.rhn:])
 	}
 	if err != nil {
 		return h, n, err
@@ -231,7 +247,7 @@ func (c *conn) watchHeader(peer int) (h wire.FrameHeader, err error) {
 		c.peeked = false
 		return c.peek, nil
 	}
-	n, err := io.ReadFull(c.nc, c.rhdr[c.rhn:])
+	n, err := io.ReadFull(c, c.rhdr[c.rhn:])
 	if err != nil {
 		c.rhn += n
 		return h, err
@@ -252,7 +268,7 @@ func (c *conn) unread(h *wire.FrameHeader) {
 // read and returns the error that reports it.
 func (c *conn) abortError(peer int, h *wire.FrameHeader) error {
 	reason := make([]byte, h.Len) // bounded by wire.MaxAbortReason
-	if _, err := io.ReadFull(c.nc, reason); err != nil {
+	if _, err := io.ReadFull(c, reason); err != nil {
 		return &errs.PeerError{Peer: peer, Kind: errs.ErrAborted}
 	}
 	text := wire.AbortReason(reason)
@@ -364,7 +380,7 @@ func (w *worker) recvStripe(peer int, j *job) result {
 		return r
 	}
 	buf := j.buf[h.Offset : h.Offset+h.Len]
-	m, err := io.ReadFull(c.nc, buf)
+	m, err := io.ReadFull(c, buf)
 	if err == nil {
 		err = checkCRC(peer, &h, buf)
 	}

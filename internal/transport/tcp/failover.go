@@ -205,7 +205,7 @@ func (pr *peer) staleRepair(c0 *conn, h *wire.FrameHeader) error {
 		return fmt.Errorf("rank %d sent a repair of %d bytes: %w", pr.rank, h.Len, errProtocol)
 	}
 	pr.retireRecv(h.Paths)
-	_, err := io.CopyN(io.Discard, c0.nc, int64(h.Len))
+	_, err := io.CopyN(io.Discard, c0, int64(h.Len))
 	return err
 }
 
@@ -378,7 +378,7 @@ func connFailed(err error) bool {
 func (pr *peer) readWoken(ctx context.Context, c *conn, b []byte) (int, error) {
 	got := 0
 	for {
-		n, err := io.ReadFull(c.nc, b[got:])
+		n, err := io.ReadFull(c, b[got:])
 		got += n
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && pr.t.callErr(ctx, pr, err) == nil {
 			pr.recv.restore(0)

@@ -15,6 +15,10 @@ import (
 	"github.com/hcomm-go/hcomm/internal/spin"
 )
 
+// aheadSize is how much a polled read of a frame header may take from the
+// socket at once (see poll).
+const aheadSize = 4 << 10
+
 // setPoll turns polled reads on for d (if positive and the connection
 // exposes its descriptor).
 func (c *conn) setPoll(d time.Duration, yield bool, sending *atomic.Int32) {
@@ -27,6 +31,7 @@ func (c *conn) setPoll(d time.Duration, yield bool, sending *atomic.Int32) {
 		return
 	}
 	c.raw, c.pollFor, c.yield, c.sending = raw, d, yield, sending
+	c.ahead = make([]byte, aheadSize)
 	c.pollFn = c.poll
 }
 
@@ -36,7 +41,21 @@ func (c *conn) setPoll(d time.Duration, yield bool, sending *atomic.Int32) {
 func (c *conn) poll(fd uintptr) bool {
 	var start time.Time
 	for i := 0; ; i++ {
-		m, err := unix.Read(int(fd), c.rbuf[c.rn:])
+		// A short destination (a frame header) is read through ahead,
+		// which also takes the bytes that came after it: the payload
+		// and the next small frames, read then without a system call.
+		var m int
+		var err error
+		if need := len(c.rbuf) - c.rn; need < len(c.ahead) {
+			m, err = unix.Read(int(fd), c.ahead)
+			if m > need {
+				c.aoff, c.aend = need, m
+				m = need
+			}
+			copy(c.rbuf[c.rn:], c.ahead[:max(m, 0)])
+		} else {
+			m, err = unix.Read(int(fd), c.rbuf[c.rn:])
+		}
 		switch {
 		case m > 0:
 			c.rn += m

@@ -707,7 +707,7 @@ dispatch:
 			// The workers' wake-up for the watch may come meanwhile.
 			m, err = pr.readWoken(ctx, c0, buf[:h.Len])
 		} else {
-			m, err = io.ReadFull(c0.nc, buf[:h.Len])
+			m, err = io.ReadFull(c0, buf[:h.Len])
 		}
 		if err == nil {
 			err = checkCRC(peer, &h, buf[:h.Len])
