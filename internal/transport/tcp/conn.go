@@ -62,6 +62,10 @@ type conn struct {
 	aoff, aend int
 }
 
+// aheadSize is how much a polled read of a frame header may take from the
+// socket at once (see poll).
+const aheadSize = 4 << 10
+
 // Read reads the connection's stream: first the bytes a polled read took
 // ahead, then the socket. The caller holds rmu.
 func (c *conn) Read(b []byte) (int, error) {

@@ -15,10 +15,6 @@ import (
 	"github.com/hcomm-go/hcomm/internal/spin"
 )
 
-// aheadSize is how much a polled read of a frame header may take from the
-// socket at once (see poll).
-const aheadSize = 4 << 10
-
 // setPoll turns polled reads on for d (if positive and the connection
 // exposes its descriptor).
 func (c *conn) setPoll(d time.Duration, yield bool, sending *atomic.Int32) {

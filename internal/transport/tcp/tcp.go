@@ -57,7 +57,9 @@
 // before it leaves the wait to the Go netpoller, whose wake-ups cost tens
 // of microseconds on virtual machines; the polling lets the process's other
 // goroutines run between reads, yields the CPU (Config.Yield) when ranks
-// outnumber CPUs, and stops while a Send runs beside it.
+// outnumber CPUs, and stops while a Send runs beside it. A polled header
+// read takes up to 4 KiB from the socket, so a small frame's payload and
+// the small frames queued behind it are read in one system call.
 //
 // Recv reads the header before it touches the caller's buffer. A message
 // that does not match the receive (another fingerprint, or another length
