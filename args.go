@@ -26,10 +26,7 @@ func (c *Comm) do(ctx context.Context, a *args) error {
 	case sched.Barrier:
 		return c.Barrier(ctx)
 	case sched.SendRecv:
-		if a.RecvSide {
-			return c.p2p(ctx, "Recv", a.Recv, DType(a.DT), a.Root, a.Tag, false)
-		}
-		return c.p2p(ctx, "Send", a.Send, DType(a.DT), a.Root, a.Tag, true)
+		return c.p2p(ctx, a.Name(), a.Buf(), DType(a.DT), a.Root, a.Tag, !a.RecvSide)
 	}
 	var k call
 	if err := c.check(a, &k); err != nil {
@@ -41,22 +38,16 @@ func (c *Comm) do(ctx context.Context, a *args) error {
 // checkArgs checks a described call's arguments without running it (the
 // Async forms check at enqueue time).
 func (c *Comm) checkArgs(a *args) error {
+	var err error
 	switch a.Coll {
 	case sched.Barrier:
-		return nil
 	case sched.SendRecv:
-		buf := a.Send
-		if a.RecvSide {
-			buf = a.Recv
-		}
-		if _, _, err := argcheck.CheckP2P(buf, a.DT, a.Root, a.Tag, c.rank, c.size); err != nil {
-			return c.argErr(a.Name(), err)
-		}
-		return nil
+		_, _, err = argcheck.CheckP2P(a.Buf(), a.DT, a.Root, a.Tag, c.rank, c.size)
+	default:
+		err = c.check(a, new(call))
 	}
-	var k call
-	if err := c.check(a, &k); err != nil {
-		return c.argErr(k.name, err)
+	if err != nil {
+		return c.argErr(a.Name(), err)
 	}
 	return nil
 }

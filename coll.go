@@ -2,14 +2,12 @@ package hcomm
 
 import (
 	"context"
-	"fmt"
-	"hash/crc32"
 	rtrace "runtime/trace"
-	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/argcheck"
+	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -320,8 +318,6 @@ func Scatter[T Element](ctx context.Context, c *Comm, send, recv []T, root int) 
 // is hashed.
 var checkResultsHook func(rank int, out []byte)
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // checkResults compares a hash of the result of a collective whose result
 // is the same on every rank (AllReduce, AllGather, Broadcast) across the
 // ranks, and fails with ErrMismatch naming the ranks that disagree.
@@ -336,24 +332,14 @@ func (c *Comm) checkResults(ctx context.Context, k *call) error {
 		out = append([]byte(nil), out...)
 		checkResultsHook(c.rank, out)
 	}
-	mine := crc32.Checksum(out, castagnoli)
 	all := make([]uint32, c.size)
-	sum := []uint32{mine}
+	sum := []uint32{diag.ResultHash(out)}
 	err := c.run1(ctx, &call{name: "CheckResults", coll: sched.AllGather,
 		Call: argcheck.Call{Count: 1, DT: reduce.Uint32, In: bytesOf(sum), Out: bytesOf(all), Digest: 1}})
-	if err != nil {
-		return err
-	}
-	var differ []string
-	for r, h := range all {
-		if h != all[0] {
-			differ = append(differ, fmt.Sprintf("rank %d %08x", r, h))
+	if err == nil {
+		if err = diag.CompareResults(all); err != nil {
+			err = &OpError{Op: k.name, Rank: c.rank, Peer: -1, Seq: c.seq - 1, Err: err}
 		}
 	}
-	if differ == nil {
-		return nil
-	}
-	return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Seq: c.seq - 1, Err: fmt.Errorf(
-		"%w: HCOMM_CHECK_RESULTS: the ranks' results differ (CRC32C rank 0 %08x; %s): data was corrupted or the reduction is not deterministic",
-		ErrMismatch, all[0], strings.Join(differ, ", "))}
+	return err
 }

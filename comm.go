@@ -1,25 +1,24 @@
 package hcomm
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hcomm-go/hcomm/internal/algo"
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/exec"
+	"github.com/hcomm-go/hcomm/internal/lifecycle"
 	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/split"
 	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/stream"
 	"github.com/hcomm-go/hcomm/internal/topo"
@@ -60,13 +59,12 @@ type Comm struct {
 	ownsJob    bool          // Close closes job (the world communicator)
 	trace      *traceFile    // HCOMM_TRACE's file, closed by Close (the world communicator)
 
-	members      []int          // the world rank of each rank (multi-process jobs)
-	rec          trace.Recorder // the flight recorder
-	reports      boot.Reports   // the last culprit report, asked once per operation
-	culprit      culprit.Finder // the root cause of a peer's failure, with the job's notes
-	published    atomic.Bool    // this rank published its failure note
-	noticeCancel context.CancelFunc
-	noticeDone   chan struct{}
+	members   []int          // the world rank of each rank (multi-process jobs)
+	rec       trace.Recorder // the flight recorder
+	reports   boot.Reports   // the last culprit report, asked once per operation
+	culprit   culprit.Finder // the root cause of a peer's failure, with the job's notes
+	published atomic.Bool    // this rank published its failure note
+	detach    func()         // ends the job's watch of this communicator (dumps, notice); nil under NewLocal
 
 	mu        sync.Mutex // serializes collectives
 	seq       uint64
@@ -90,9 +88,7 @@ type Comm struct {
 	group *stall.Group // NewLocal's communicators, for the stall check; nil in a job
 	slow  stall.Slow   // the peers the stall check found late, for the slow-peer warning
 
-	stateMu  sync.Mutex
-	state    atomic.Int32 // stateOK, stateClosed, stateFailed
-	stateErr error
+	state lifecycle.State // stateOK, stateClosed, stateFailed
 }
 
 // current describes the collective being run, for error reports.
@@ -106,9 +102,9 @@ type current struct {
 }
 
 const (
-	stateOK int32 = iota
-	stateClosed
-	stateFailed
+	stateOK     = lifecycle.OK
+	stateClosed = lifecycle.Closed
+	stateFailed = lifecycle.Failed
 )
 
 // NewLocal returns n communicating ranks inside this process, each a *Comm
@@ -165,13 +161,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	c.culprit = culprit.Finder{ID: c.id, Rank: rank, Members: c.members}
 	if job != nil {
 		c.culprit.Notes = job
-		job.Watch((*commDiag)(c))
-		ctx, cancel := context.WithCancel(context.Background())
-		c.noticeCancel, c.noticeDone = cancel, make(chan struct{})
-		go func() {
-			defer close(c.noticeDone)
-			c.watchNotice(ctx)
-		}()
+		c.detach = job.Attach((*commDiag)(c), c.watchNotice)
 	}
 	diag.RegisterDump(diag.Signal(set.dumpSignal), (*commDiag)(c))
 	track(c)
@@ -185,26 +175,11 @@ func (c *Comm) Rank() int { return c.rank }
 func (c *Comm) Size() int { return c.size }
 
 // usable returns nil if the communicator can run operations.
-func (c *Comm) usable() error {
-	switch c.state.Load() {
-	case stateOK:
-		return nil
-	case stateClosed:
-		return ErrClosed
-	}
-	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
-	return c.stateErr
-}
+func (c *Comm) usable() error { return c.state.Err() }
 
 // fail marks the communicator unusable after err and tells the peers.
 func (c *Comm) fail(err error) {
-	c.stateMu.Lock()
-	if c.state.Load() == stateOK {
-		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, err)
-		c.state.Store(stateFailed)
-	}
-	c.stateMu.Unlock()
+	c.state.Fail(err)
 	c.t.Abort(err)
 	c.publishFailure(err)
 }
@@ -219,12 +194,7 @@ func (c *Comm) Abort(cause error) {
 	if cause == nil {
 		cause = errors.New("Abort called")
 	}
-	c.stateMu.Lock()
-	if c.state.Load() == stateOK {
-		c.stateErr = fmt.Errorf("%w: %w", ErrAborted, cause)
-		c.state.Store(stateFailed)
-	}
-	c.stateMu.Unlock()
+	c.state.Abort(cause)
 	c.t.Abort(cause)
 	c.publishFailure(cause)
 }
@@ -239,28 +209,20 @@ func (c *Comm) Close() error {
 	if c == nil {
 		return nil
 	}
-	c.stateMu.Lock()
-	if c.state.Load() == stateClosed {
-		c.stateMu.Unlock()
+	if !c.state.Close() {
 		return nil
 	}
-	c.state.Store(stateClosed)
-	c.stateMu.Unlock()
 	c.streamSet.Close() // the streams made by NewStream
 	c.closeWindows()
 	c.stall.Stop()
-	untrack(c)
+	open.Remove(c)
 	err := c.t.Close()
 	c.mu.Lock() // pending collectives return promptly once the transport is closed
 	c.ex.Close()
 	c.mu.Unlock()
 	c.closeBuffers()
-	if c.job != nil {
-		c.job.Unwatch((*commDiag)(c))
-	}
-	if c.noticeCancel != nil {
-		c.noticeCancel()
-		<-c.noticeDone
+	if c.detach != nil {
+		c.detach()
 	}
 	diag.UnregisterDump((*commDiag)(c))
 	if c.ownsJob {
@@ -285,12 +247,12 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		err = ErrClosed
 	case peerOf(err) < 0 && (errors.Is(err, context.DeadlineExceeded) || cur.ctx.Err() == context.DeadlineExceeded):
 		te := &timeoutError{}
-		if c.configuredTimeoutFired(cur) {
-			te.after = c.set.timeout
+		if opctx.TimeoutFired(c.set.timeout, cur.parent, cur.ctx) {
+			te.After = c.set.timeout
 		}
 		// Before the peers are told, find out who everybody waits for,
 		// so that the report travels with the failure.
-		te.report = c.reportFor(cur)
+		te.Report = c.reportFor(cur)
 		err = te
 	case errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
 		// An abort after this communicator failed (Abort, an earlier
@@ -306,23 +268,6 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		peer = cur.peer // a Send or Recv timed out waiting for this peer
 	}
 	return &OpError{Op: cur.name, Rank: c.rank, Peer: peer, Seq: cur.seq, Err: err}
-}
-
-// configuredTimeoutFired reports whether the communicator's timeout, not
-// the caller's ctx, ended the call cur. The call's context fires at the
-// earlier of the two deadlines, possibly before the caller's own ctx has
-// noticed its deadline, so the deadlines are compared rather than the
-// caller's Err.
-func (c *Comm) configuredTimeoutFired(cur *current) bool {
-	if c.set.timeout <= 0 || cur.parent.Err() != nil {
-		return false
-	}
-	pd, ok := cur.parent.Deadline()
-	if !ok {
-		return true
-	}
-	d, ok := cur.ctx.Deadline()
-	return ok && d.Before(pd)
 }
 
 // runErr reports a failed operation and poisons the communicator.
@@ -363,57 +308,29 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	c.splits++
 	n := c.splits
 	c.mu.Unlock()
-	if color < 0 {
+	parents, newRank := split.Members(all, color, c.rank)
+	if parents == nil {
 		return nil, nil
 	}
-	type member struct{ key, rank int }
-	var ms []member
-	for r := 0; r < c.size; r++ {
-		if all[2*r] == int64(color) {
-			ms = append(ms, member{int(all[2*r+1]), r})
-		}
-	}
-	slices.SortFunc(ms, func(a, b member) int {
-		if a.key != b.key {
-			return cmp.Compare(a.key, b.key)
-		}
-		return cmp.Compare(a.rank, b.rank)
-	})
-	newRank := slices.IndexFunc(ms, func(m member) bool { return m.rank == c.rank })
 	id := fmt.Sprintf("%s/split%d/color%d", c.id, n, color)
-	t, f, err := c.connect(ctx, id, newRank, len(ms))
+	t, f, err := c.connect(ctx, id, newRank, len(parents))
 	if err != nil {
 		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
-	parents := make([]int, len(ms))
-	for i, m := range ms {
-		parents[i] = m.rank
-	}
 	model := c.model
-	lay, hasLayout := c.pl.Layout()
-	var sl algo.Layout
-	if hasLayout {
-		// The new communicator's ranks on the parent's hosts: one host
-		// is all shared memory.
-		if sl = subLayout(lay, parents); len(sl.Hosts) == 1 {
-			model = plan.MemoryModel
-		}
+	if c.pl.OneHost(parents) {
+		model = plan.MemoryModel // one host of the parent's layout: all shared memory
 	}
-	sub := newComm(newRank, len(ms), id, c.set, t, c.job, f, model)
-	if hasLayout {
-		if err := sub.pl.SetLayout(sl); err != nil {
-			sub.Close()
-			return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
-		}
-		if l, ok := c.pl.InterLink(); ok && len(sl.Hosts) > 1 {
-			sub.pl.SetInterLink(l)
-		}
+	sub := newComm(newRank, len(parents), id, c.set, t, c.job, f, model)
+	if err := sub.pl.Inherit(c.pl, parents); err != nil {
+		sub.Close()
+		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
-	for i, m := range ms {
-		sub.members[i] = c.members[m.rank]
+	for i, r := range parents {
+		sub.members[i] = c.members[r]
 	}
 	if c.group != nil {
-		sub.group = c.group.Sub(id, len(ms))
+		sub.group = c.group.Sub(id, len(parents))
 		sub.group.Set(newRank, &sub.rec)
 	}
 	return sub, nil

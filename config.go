@@ -173,122 +173,26 @@ type options struct {
 
 // resolve lays cfg over the environment's settings.
 func resolve(cfg *Config) (settings.Values, options, error) {
-	var c Config
-	if cfg != nil {
-		c = *cfg
-	}
 	var o options
+	c := settings.FromConfig(cfg)
 	v, err := settings.Load(settings.Env)
+	if err == nil {
+		err = v.Overlay(c)
+	}
 	if err != nil {
 		return v, o, invalid("%v", err)
 	}
-	str := func(dst *string, val, name string) {
-		if val != "" {
-			*dst = val
-			v.Set(name)
-		}
-	}
-	switch {
-	case c.Timeout > 0:
-		v.Timeout = c.Timeout
-		v.Set("HCOMM_TIMEOUT")
-	case c.Timeout < 0:
-		v.Timeout = 0
-		v.Set("HCOMM_TIMEOUT")
-	}
-	if c.ConnectTimeout > 0 {
-		v.ConnectTimeout = c.ConnectTimeout
-		v.Set("HCOMM_CONNECT_TIMEOUT")
-	}
-	str(&v.Algo, c.Algo, "HCOMM_ALGO")
-	if c.ChunkBytes != 0 {
-		v.ChunkBytes = c.ChunkBytes
-		v.Set("HCOMM_BUFFSIZE")
-	}
-	if c.Transport != "" {
-		t, err := settings.ParseTransport(c.Transport)
-		if err != nil {
-			return v, o, invalid("Config.Transport: %v", err)
-		}
-		v.Transport = t
-		v.Set("HCOMM_TRANSPORT")
-	}
-	if c.NSocks != 0 {
-		if c.NSocks < 1 || c.NSocks > 16 {
-			return v, o, invalid("Config.NSocks = %d: want 1..16", c.NSocks)
-		}
-		v.NSocks = c.NSocks
-		v.Set("HCOMM_NSOCKS")
-	}
-	str(&v.SocketAddr, c.SocketAddr, "HCOMM_SOCKET_ADDR")
-	str(&v.SocketIfname, c.SocketIfname, "HCOMM_SOCKET_IFNAME")
-	str(&v.Hostname, c.Hostname, "HCOMM_HOSTNAME")
-	str(&v.CPUAffinity, c.CPUAffinity, "HCOMM_CPU_AFFINITY")
-	if c.ShmCMA != 0 {
-		v.ShmCMA = max(c.ShmCMA, 0)
-		v.Set("HCOMM_SHM_CMA")
-	}
-	if c.ZeroCopy != 0 {
-		v.ZeroCopy = max(c.ZeroCopy, 0)
-		v.Set("HCOMM_ZERO_COPY")
-	}
-	if c.CopyEngine != 0 {
-		v.CopyEngine = max(c.CopyEngine, -1)
-		v.Set("HCOMM_COPY_ENGINE")
-	}
-	if c.Yield != "" {
-		y, err := settings.ParseYield(c.Yield)
-		if err != nil {
-			return v, o, invalid("Config.Yield: %v", err)
-		}
-		v.Yield = y
-		v.Set("HCOMM_YIELD")
-	}
-	if c.TCPPoll != 0 {
-		v.TCPPoll = c.TCPPoll
-		v.Set("HCOMM_TCP_POLL")
-	}
-	if c.Insecure {
-		v.Insecure = true
-		v.Set("HCOMM_INSECURE")
-	}
-	if c.Checksum {
-		v.Checksum = true
-		v.Set("HCOMM_CHECKSUM")
-	}
-	if c.CheckResults {
-		v.CheckResults = true
-		v.Set("HCOMM_CHECK_RESULTS")
-	}
-	if c.DumpSignal != "" {
-		s, err := settings.ParseSignal(c.DumpSignal)
-		if err != nil {
-			return v, o, invalid("Config.DumpSignal: %v", err)
-		}
-		v.DumpSignal = s
-		v.Set("HCOMM_DUMP_SIGNAL")
-	}
-	if c.Logger != nil {
-		v.Set("HCOMM_DEBUG")
-	}
-
-	o.timeout = v.Timeout
 	if o.overrides, err = plan.ParseOverrides(v.Algo); err != nil {
 		return v, o, invalid("algorithm override %q: %v", v.Algo, err)
 	}
-	o.chunk = v.ChunkBytes
+	o.timeout, o.chunk, o.log = v.Timeout, v.ChunkBytes, v.LoggerFor(c)
 	if o.chunk <= 0 {
 		o.chunk = exec.DefaultChunkBytes
 	}
-	o.checkResults = v.CheckResults
-	o.noSlots = v.NoShmSlots
-	o.zeroCopy = v.ZeroCopy
-	o.copyEngine = v.CopyEngine
-	o.dumpSignal = v.DumpSignal
-	o.observer = c.Observer
-	o.log = c.Logger
-	if o.log == nil {
-		o.log = v.Logger()
+	o.checkResults, o.noSlots, o.dumpSignal = v.CheckResults, v.NoShmSlots, v.DumpSignal
+	o.zeroCopy, o.copyEngine = v.ZeroCopy, v.CopyEngine
+	if cfg != nil {
+		o.observer = cfg.Observer
 	}
 	return v, o, nil
 }

@@ -133,28 +133,5 @@ func DTypeOf[T Element]() DType {
 	case BFloat16:
 		return DTypeBFloat16
 	}
-	return dtypeOfKind(reflect.TypeFor[T]().Kind())
-}
-
-// dtypeOfKind returns the DType of a named element type by its kind.
-func dtypeOfKind(k reflect.Kind) DType {
-	switch k {
-	case reflect.Int8:
-		return DTypeInt8
-	case reflect.Uint8:
-		return DTypeUint8
-	case reflect.Int32:
-		return DTypeInt32
-	case reflect.Uint32:
-		return DTypeUint32
-	case reflect.Int64:
-		return DTypeInt64
-	case reflect.Uint64:
-		return DTypeUint64
-	case reflect.Float32:
-		return DTypeFloat32
-	case reflect.Float64:
-		return DTypeFloat64
-	}
-	return 0
+	return DType(reduce.OfKind(reflect.TypeFor[T]().Kind()))
 }

@@ -1,10 +1,6 @@
 package hcomm
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/errs"
 )
@@ -52,23 +48,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 
 // timeoutError marks a deadline: it matches ErrTimeout and
 // context.DeadlineExceeded.
-type timeoutError struct {
-	after  time.Duration // the configured timeout, or 0 when the ctx's deadline fired
-	report string        // who everyone waits for, when the job could tell
-}
-
-func (e *timeoutError) Error() string {
-	s := "timed out: the caller's context deadline passed (context deadline exceeded)"
-	if e.after > 0 {
-		s = fmt.Sprintf("timed out after %v (raise Config.Timeout or HCOMM_TIMEOUT if peers are legitimately slow)", e.after)
-	}
-	if e.report != "" {
-		s += "; " + e.report
-	}
-	return s
-}
-
-func (e *timeoutError) Unwrap() []error { return []error{ErrTimeout, context.DeadlineExceeded} }
+type timeoutError = errs.Timeout
 
 var invalid = errs.Invalid
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hcomm-go/hcomm/internal/settings"
 	"net"
 	"os"
 	"os/exec"
@@ -373,50 +372,5 @@ func TestMultiProcessTorchrunStyle(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
-	}
-}
-
-func TestEnvRankSize(t *testing.T) {
-	for _, v := range []string{"HCOMM_RANK", "HCOMM_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-		"OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"} {
-		t.Setenv(v, "")
-		os.Unsetenv(v)
-	}
-	tests := []struct {
-		env        map[string]string
-		rank, size int
-		bad        bool
-	}{
-		{nil, 0, 1, false},
-		{map[string]string{"HCOMM_RANK": "2", "HCOMM_SIZE": "4"}, 2, 4, false},
-		{map[string]string{"RANK": "1", "WORLD_SIZE": "2"}, 1, 2, false},
-		{map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8"}, 3, 8, false},
-		{map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "6"}, 5, 6, false},
-		{map[string]string{"HCOMM_RANK": "0", "HCOMM_SIZE": "2", "SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, 0, 2, false},
-		{map[string]string{"HCOMM_RANK": "4", "HCOMM_SIZE": "4"}, 0, 0, true},
-		{map[string]string{"RANK": "x", "WORLD_SIZE": "2"}, 0, 0, true},
-		{map[string]string{"SLURM_PROCID": "1"}, 0, 0, true},
-	}
-	for _, tt := range tests {
-		for k, v := range tt.env {
-			os.Setenv(k, v)
-		}
-		vals, err := settings.Load(settings.Env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rank, size, err := rankSize(vals)
-		for k := range tt.env {
-			os.Unsetenv(k)
-		}
-		if tt.bad {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Errorf("%v: err = %v, want ErrInvalidArgument", tt.env, err)
-			}
-			continue
-		}
-		if err != nil || rank != tt.rank || size != tt.size {
-			t.Errorf("%v: %d, %d, %v; want %d, %d", tt.env, rank, size, err, tt.rank, tt.size)
-		}
 	}
 }

@@ -97,15 +97,9 @@ func (c *Comm) watchNotice(ctx context.Context) {
 		return
 	}
 	perr := c.culprit.Noticed(n)
-	c.stateMu.Lock()
-	if c.state.Load() == stateOK {
-		// relayed: a later call fails with ErrMismatch if the
-		// notice's reason was one, as when the abort comes through the
-		// transport.
-		c.stateErr = fmt.Errorf("%w: communicator unusable after an earlier failure: %w", ErrAborted, culprit.Relayed(perr))
-		c.state.Store(stateFailed)
-	}
-	c.stateMu.Unlock()
+	// relayed: a later call fails with ErrMismatch if the notice's reason
+	// was one, as when the abort comes through the transport.
+	c.state.Fail(culprit.Relayed(perr))
 	c.t.Abort(perr)
 }
 

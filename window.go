@@ -136,7 +136,7 @@ func (c *Comm) windowErr(op string, target int, err error) error {
 	}
 	var te rma.TimeoutError
 	if errors.As(err, &te) {
-		err = &timeoutError{after: te.After}
+		err = &timeoutError{After: te.After}
 	}
 	return &OpError{Op: op, Rank: c.rank, Peer: target, Err: err}
 }

@@ -47,6 +47,14 @@ func (a *Args) Name() string {
 	return a.Coll.String()
 }
 
+// Buf is a Send's or Recv's buffer: Recv for a Recv, else Send.
+func (a *Args) Buf() []byte {
+	if a.RecvSide {
+		return a.Recv
+	}
+	return a.Send
+}
+
 var vNames = [...]string{sched.AllGather: "AllGatherV", sched.ReduceScatter: "ReduceScatterV", sched.AllToAll: "AllToAllV"}
 
 // Call is a collective's call after checking. A uniform call (every rank

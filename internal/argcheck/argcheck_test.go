@@ -126,3 +126,13 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+func TestBuf(t *testing.T) {
+	send, recv := []byte{1}, []byte{2, 3}
+	if b := (&Args{Coll: sched.SendRecv, Send: send, Recv: recv}).Buf(); len(b) != 1 {
+		t.Errorf("Send's Buf = %v, want its send buffer", b)
+	}
+	if b := (&Args{Coll: sched.SendRecv, RecvSide: true, Send: send, Recv: recv}).Buf(); len(b) != 2 {
+		t.Errorf("Recv's Buf = %v, want its receive buffer", b)
+	}
+}

@@ -122,10 +122,24 @@ func (j *Job) Sub(ctx context.Context, id string, rank, size int) (transport.Tra
 // Store returns the job's store.
 func (j *Job) Store() store.Store { return j.st }
 
-// Watch makes s part of this process's answers to dump requests; Unwatch
-// takes it out.
-func (j *Job) Watch(s diag.Source)   { j.watch.Add(s) }
-func (j *Job) Unwatch(s diag.Source) { j.watch.Remove(s) }
+// Attach makes s, a communicator of the job, part of this process's
+// answers to dump requests, and runs watch (its failure-notice watcher) on
+// a goroutine of its own. The returned detach takes s out, then cancels
+// watch's ctx and waits for watch to return.
+func (j *Job) Attach(s diag.Source, watch func(ctx context.Context)) (detach func()) {
+	j.watch.Add(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watch(ctx)
+	}()
+	return func() {
+		j.watch.Remove(s)
+		cancel()
+		<-done
+	}
+}
 
 // Report is diag.Report through the job's store and log.
 func (j *Job) Report(id string, rank int, members []int, what string, explain func([]*diag.CommState) string) string {

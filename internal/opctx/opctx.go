@@ -206,3 +206,20 @@ func (o *Ctx) AfterFunc(f func()) func() bool {
 		return false
 	}
 }
+
+// TimeoutFired reports whether timeout (the communicator's), not the
+// caller's parent context, ended a call that ran under ctx. The call's
+// context fires at the earlier of the two deadlines, possibly before
+// parent has noticed its own, so the deadlines are compared rather than
+// parent's Err.
+func TimeoutFired(timeout time.Duration, parent, ctx context.Context) bool {
+	if timeout <= 0 || parent.Err() != nil {
+		return false
+	}
+	pd, ok := parent.Deadline()
+	if !ok {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && d.Before(pd)
+}

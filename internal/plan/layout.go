@@ -241,3 +241,48 @@ func (p *Planner) chooseLayout(s sched.Spec, elemSize int, best algo.Algorithm, 
 	}
 	return best
 }
+
+// HostLink is the cost of a message between hosts: NetworkModel's, slowed
+// to the speed of the links between hosts — the topology file's inter-host
+// link speed as given (fileGbps), else the slowest data NIC's (nicGbps),
+// which cannot make the model faster than the default (TCP seldom fills a
+// fast NIC). It reports false when neither is known (zero).
+func HostLink(fileGbps, nicGbps float64) (algo.Link, bool) {
+	l := algo.Link{Alpha: NetworkModel.Alpha, Beta: NetworkModel.Beta}
+	switch {
+	case fileGbps > 0:
+		l.Beta = 8 / (fileGbps * 1e9)
+	case nicGbps > 0:
+		l.Beta = max(l.Beta, 8/(nicGbps*1e9))
+	default:
+		return l, false
+	}
+	return l, true
+}
+
+// Inherit gives q, the planner of a communicator made of p's ranks
+// parents (parents[i] is p's rank of q's rank i), p's layout restricted to
+// those ranks and, when they still span hosts, p's link between hosts. It
+// does nothing when p has no layout.
+func (q *Planner) Inherit(p *Planner, parents []int) error {
+	l, ok := p.Layout()
+	if !ok {
+		return nil
+	}
+	sl := l.Sub(parents)
+	if err := q.SetLayout(sl); err != nil {
+		return err
+	}
+	if in, ok := p.InterLink(); ok && len(sl.Hosts) > 1 {
+		q.SetInterLink(in)
+	}
+	return nil
+}
+
+// OneHost reports whether p's ranks parents all sit on one host of p's
+// layout (false when p has none): a communicator of them is all shared
+// memory.
+func (p *Planner) OneHost(parents []int) bool {
+	l, ok := p.Layout()
+	return ok && len(l.Sub(parents).Hosts) == 1
+}

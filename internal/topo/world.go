@@ -1,0 +1,106 @@
+package topo
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/store"
+)
+
+// What Init does with the topology: bind the process, read its card,
+// exchange the cards and join them with the topology file, and choose the
+// polling goroutines' CPUs. Argument errors are errs.ErrInvalidArgument.
+
+// DiscoverCard reads this rank's card on host, whose data socket is
+// advertised at addrs (comma-separated, one per network path; the first
+// is the one reached first). Discovery is best effort: on failure it
+// warns and returns a card with the host identity only, which is what
+// the layout needs.
+func DiscoverCard(host, addrs string, log *slog.Logger) Card {
+	first, _, _ := strings.Cut(addrs, ",")
+	card, err := Discover(host, first)
+	if err != nil {
+		log.Warn("hcomm: topology discovery failed; using the host identity only", "err", err)
+		card = Card{Host: host, NUMA: -1}
+	}
+	return card
+}
+
+// BindSelf binds every thread of this process under HCOMM_BIND_TO
+// (policy), which hcomm run --bind-to sets on the ranks it starts through
+// --rsh, since binding the rsh command does not reach a rank on another
+// machine: the CPUs are Bind's for the rank's local rank and the host's
+// local size, on this machine's CPUs.
+func BindSelf(policy string, localRank, localSize int) error {
+	if policy == "" || policy == BindNone {
+		return nil
+	}
+	if localRank < 0 || localSize < 1 || localRank >= localSize {
+		return errs.Invalid("HCOMM_BIND_TO=%s needs HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE (local rank %d of %d)", policy, localRank, localSize)
+	}
+	m, err := Probe(System())
+	if err != nil {
+		return fmt.Errorf("HCOMM_BIND_TO: %w", err)
+	}
+	allowed, err := AllowedCPUs()
+	if err != nil {
+		return fmt.Errorf("HCOMM_BIND_TO: %w", err)
+	}
+	cpus, err := Bind(policy, m, allowed, localRank, localSize)
+	if err != nil {
+		return errs.Invalid("HCOMM_BIND_TO=%s: %v", policy, err)
+	}
+	return BindProcess(cpus)
+}
+
+// PollCPUsFor returns the CPUs the executor's workers are pinned to under
+// HCOMM_CPU_AFFINITY (spec) for a rank whose card is card, nil for none.
+func PollCPUsFor(spec string, card Card) ([]int, error) {
+	p, err := ParsePoll(spec)
+	if err != nil {
+		return nil, errs.Invalid("HCOMM_CPU_AFFINITY=%q: %v", spec, err)
+	}
+	cpus, err := p.PollCPUs(card)
+	if err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	return cpus, nil
+}
+
+// Join exchanges the ranks' cards through st (one Set and one Get per
+// rank, under the world communicator's prefix), joins them with the
+// topology file (HCOMM_RANK_TABLE) if one is named, and returns the job's
+// topology. Every rank publishes its card even when its own file failed,
+// so that a bad file is an error on every rank rather than a hang on the
+// others.
+func Join(ctx context.Context, st store.Store, rank, size int, file string, card Card, log *slog.Logger) (*Topology, error) {
+	var f *File
+	var fileErr error
+	if file != "" {
+		if f, fileErr = Load(file); fileErr != nil {
+			card.File = "unreadable"
+		} else {
+			card.File = f.Digest
+		}
+	}
+	cards, err := Exchange(ctx, store.WithPrefix(st, "hcomm/world"), rank, size, card)
+	if err != nil {
+		return nil, err
+	}
+	if fileErr != nil {
+		return nil, fmt.Errorf("%w (HCOMM_RANK_TABLE)", fileErr)
+	}
+	t, err := Build(cards, f)
+	if err != nil {
+		return nil, errs.Invalid("%v", err)
+	}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		var b strings.Builder
+		t.Format(&b)
+		log.Debug("hcomm: topology", "rank", rank, "topology", b.String())
+	}
+	return t, nil
+}
