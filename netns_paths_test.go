@@ -253,39 +253,54 @@ func rankPathsFail(t *testing.T, c *Comm) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const count = 256 << 10 // 1 MiB: stripes over both paths
-	buf := make([]float32, count+1)
+	// Two more elements: whether this rank saw the path retired (then or
+	// earlier), and whether it sees it back in use; summed, 2 says both
+	// ranks do.
+	buf := make([]float32, count+2)
 	peer := 1 - c.Rank()
-	retired := func() bool {
+	var backFrom uint64 // bytes sent on the path when its new generation was first seen
+	state := func() (retired, back bool) {
 		for _, s := range tcpOf(t, c, peer).Paths() {
-			if s.Retired {
+			if s.Retired || s.Gen > 0 {
 				if !strings.Contains(s.Local+s.Remote, netnsSubnet2+".") {
 					t.Fatalf("rank %d retired the wrong path: %v", c.Rank(), s)
 				}
-				return true
+				retired = true
+			}
+			if s.Gen > 0 && !s.Retired {
+				if backFrom == 0 {
+					backFrom = s.Sent
+				}
+				back = s.Sent > backFrom
 			}
 		}
-		return false
+		return retired, back
 	}
-	after := -1
+	flag := func(b bool) float32 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	after, upAt, backAt := -1, -1, -1
 	var slowest time.Duration
-	var times []time.Duration // of the AllReduces after both retired the path
+	var upTime, backTime time.Time
+	var times []time.Duration // of the AllReduces after both retired the path, before it is back
 	for i := 0; ; i++ {
 		start := time.Now()
 		for j := range count {
 			buf[j] = float32((c.Rank()+1)*(i%7+1) + j%5)
 		}
-		buf[count] = 0
-		if retired() {
-			buf[count] = 1
-		}
+		retired, back := state()
+		buf[count], buf[count+1] = flag(retired), flag(back)
 		if err := AllReduce(ctx, c, buf, buf, Sum); err != nil {
 			t.Fatalf("AllReduce %d: %v", i, err)
 		}
 		d := time.Since(start)
-		if i > 3 {
+		if i > 3 && upAt < 0 {
 			slowest = max(slowest, d)
 		}
-		if after >= 0 {
+		if after >= 0 && upAt < 0 {
 			times = append(times, d)
 		}
 		for j := range count {
@@ -302,7 +317,21 @@ func rankPathsFail(t *testing.T, c *Comm) {
 			after = i
 			t.Logf("rank %d: both ranks retired the path by AllReduce %d", c.Rank(), i)
 		}
-		if after >= 0 && i >= after+3 {
+		if after >= 0 && upAt < 0 && i >= after+3 {
+			// The link comes back: the path is dialed again and
+			// both ranks move to it.
+			upAt, upTime = i, time.Now()
+			if c.Rank() == 0 {
+				if err := os.WriteFile(os.Getenv("HCOMM_TEST_MARK")+".up", nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if upAt >= 0 && backAt < 0 && buf[count+1] == 2 {
+			backAt, backTime = i, time.Now()
+			t.Logf("rank %d: both ranks use the path again by AllReduce %d", c.Rank(), i)
+		}
+		if backAt >= 0 && i >= backAt+3 {
 			break
 		}
 	}
@@ -313,8 +342,10 @@ func rankPathsFail(t *testing.T, c *Comm) {
 		// For the parent's log: the AllReduce that spanned the
 		// failure, and the ones on the surviving path.
 		slices.Sort(times)
-		line := fmt.Sprintf("slowest AllReduce after the break %v, median on the surviving path %v",
-			slowest.Round(time.Millisecond), times[len(times)/2].Round(time.Microsecond))
+		line := fmt.Sprintf("slowest AllReduce after the break %v, median on the surviving path %v; "+
+			"both retired the path by AllReduce %d, mended after %d, both sent on it again by %d (%v after the mend); rank 0: %v",
+			slowest.Round(time.Millisecond), times[len(times)/2].Round(time.Microsecond),
+			after, upAt, backAt, backTime.Sub(upTime).Round(time.Millisecond), tcpOf(t, c, peer).Paths())
 		os.WriteFile(os.Getenv("HCOMM_TEST_MARK")+".figures", []byte(line), 0o644)
 	}
 }
@@ -324,22 +355,34 @@ func rankPathsFail(t *testing.T, c *Comm) {
 // host 1's eth1 goes down, or every host's eth1 is shaped to 1 kbit/s (a
 // path that takes data but hardly delivers). The stripes on it go again
 // on eth0, both ranks retire the path, and the loop goes on with the right
-// results and no error.
+// results and no error. Then the link comes back (up again, or the
+// shaping removed): the path is dialed again and both ranks send on it
+// again, still with the right results.
 func TestMultiPathFailover(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
 	}
 	for _, tt := range []struct {
-		name  string
-		fault func(cl *cluster) error
+		name        string
+		fault, mend func(cl *cluster) error
 	}{
 		{"down", func(cl *cluster) error {
 			return exec.Command("ip", "-n", cl.hosts[1], "link", "set", "eth1", "down").Run()
+		}, func(cl *cluster) error {
+			return exec.Command("ip", "-n", cl.hosts[1], "link", "set", "eth1", "up").Run()
 		}},
 		{"blackhole", func(cl *cluster) error {
 			for _, ns := range cl.hosts {
 				out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth1",
 					"root", "tbf", "rate", "1kbit", "burst", "1600", "latency", "50ms").CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("tc: %v\n%s", err, out)
+				}
+			}
+			return nil
+		}, func(cl *cluster) error {
+			for _, ns := range cl.hosts {
+				out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth1", "root").CombinedOutput()
 				if err != nil {
 					return fmt.Errorf("tc: %v\n%s", err, out)
 				}
@@ -351,19 +394,21 @@ func TestMultiPathFailover(t *testing.T) {
 			cl, mark, flags := markedTwoHostJob(t)
 			done := make(chan error, 1)
 			go func() {
-				// Wait for the job to reach its loop, then break the link.
-				for {
-					if _, err := os.Stat(mark); err == nil {
-						break
-					}
-					select {
-					case <-time.After(20 * time.Millisecond):
-					case <-t.Context().Done():
-						done <- nil
-						return
-					}
+				// Wait for the job to reach its loop, then break the
+				// link; once both ranks retired the path, mend it.
+				if !waitFile(t, mark) {
+					done <- nil
+					return
 				}
-				done <- tt.fault(cl)
+				if err := tt.fault(cl); err != nil {
+					done <- err
+					return
+				}
+				if !waitFile(t, mark+".up") {
+					done <- nil
+					return
+				}
+				done <- tt.mend(cl)
 			}()
 			start := time.Now()
 			out, err := launch(t, flags, []string{"ip", "netns", "exec", cl.hosts[0]}, "pathsfail",
@@ -377,6 +422,21 @@ func TestMultiPathFailover(t *testing.T) {
 			figures, _ := os.ReadFile(mark + ".figures")
 			t.Logf("2 ranks, one path broken mid-loop: %v; %s", time.Since(start).Round(time.Millisecond), figures)
 		})
+	}
+}
+
+// waitFile waits for a file to exist, and reports false if the test ended
+// first.
+func waitFile(t *testing.T, name string) bool {
+	for {
+		if _, err := os.Stat(name); err == nil {
+			return true
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			return false
+		}
 	}
 }
 

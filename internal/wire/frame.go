@@ -23,6 +23,12 @@ const (
 	// those of the same message on the paths Paths names, which the
 	// sender has stopped using.
 	FrameStripe FrameType = 3
+	// FrameRejoin tells the receiver that from the next message on, the
+	// sender moves the stripes of the paths Paths names over their
+	// connections of generation Total (1 to 255): connections dialed
+	// again after the path was retired (see Handshake.Gen). It carries no
+	// payload and no fingerprint.
+	FrameRejoin FrameType = 4
 )
 
 func (t FrameType) String() string {
@@ -33,6 +39,8 @@ func (t FrameType) String() string {
 		return "abort"
 	case FrameStripe:
 		return "stripe"
+	case FrameRejoin:
+		return "rejoin"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -57,11 +65,11 @@ const MaxAbortReason = 1024
 //
 //	[0]     Type
 //	[1]     Flags
-//	[2:4]   Paths (data and stripe frames); zero otherwise
+//	[2:4]   Paths (data, stripe and rejoin frames); zero otherwise
 //	[4:8]   Checksum
 //	[8:16]  Len
 //	[16:24] Total (data frames); Offset (stripe frames); the lost rank
-//	        (abort frames with FlagLost)
+//	        (abort frames with FlagLost); the generation (rejoin frames)
 //	[24:48] Fingerprint (data and stripe frames; zero in abort frames)
 type FrameHeader struct {
 	Type FrameType
@@ -116,8 +124,9 @@ const FlagLost uint8 = 2
 // Unmarshal decodes h from the first FrameHeaderSize bytes of b and checks
 // that it is well formed: a known type, no flags but FlagCRC32C on data
 // and stripe frames, zero reserved fields, Len <= Total for data frames,
-// Offset+Len within 2^64 for stripe frames, and for abort frames a reason no longer than
-// MaxAbortReason with no fingerprint. It never trusts Len beyond that: the
+// Offset+Len within 2^64 for stripe frames, for abort frames a reason no longer than
+// MaxAbortReason with no fingerprint, and for rejoin frames some paths, a
+// generation from 1 to MaxGen and nothing else. It never trusts Len beyond that: the
 // caller compares it with what it is prepared to read.
 func (h *FrameHeader) Unmarshal(b []byte) error {
 	if len(b) < FrameHeaderSize {
@@ -141,7 +150,7 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 		!isData && d.Type != FrameAbort && d.Flags != 0:
 		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
 	}
-	if !isData && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
+	if !isData && d.Type != FrameRejoin && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
 		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
 	}
 	switch d.Type {
@@ -168,6 +177,10 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 		}
 		if d.Total > 1<<32-1 {
 			return fmt.Errorf("wire: abort frame names lost rank %d: %w", d.Total, ErrMalformed)
+		}
+	case FrameRejoin:
+		if d.Paths == 0 || d.Len != 0 || d.Total == 0 || d.Total > MaxGen || !allZero(b[24:]) {
+			return fmt.Errorf("wire: rejoin frame of paths %#x, generation %d, %d payload bytes: %w", d.Paths, d.Total, d.Len, ErrMalformed)
 		}
 	default:
 		return fmt.Errorf("wire: unknown frame type %d: %w", b[0], ErrMalformed)

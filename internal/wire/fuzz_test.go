@@ -15,6 +15,7 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 	seed(FrameHeader{Type: FrameData, Len: 1 << 40, Total: 1 << 40})
 	f.Add(AppendAbortFrame(nil, "stop"))
 	seed(FrameHeader{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 7, Paths: 2, Len: 5, Offset: 1 << 20})
+	seed(FrameHeader{Type: FrameRejoin, Paths: 6, Total: 3})
 	f.Add([]byte("HCOM"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h FrameHeader
@@ -23,6 +24,9 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		}
 		if h.Type == FrameData && h.Len > h.Total {
 			t.Fatalf("accepted a stripe longer than its message: %+v", h)
+		}
+		if h.Type == FrameRejoin && (h.Paths == 0 || h.Len != 0 || h.Total == 0 || h.Total > MaxGen) {
+			t.Fatalf("accepted a rejoin without paths, with a payload or out of the generations: %+v", h)
 		}
 		if h.Type == FrameStripe && (h.Offset+h.Len < h.Offset || h.Total != 0) {
 			t.Fatalf("accepted a stripe past 2^64 or with a total: %+v", h)

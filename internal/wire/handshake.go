@@ -14,8 +14,13 @@ const HandshakeMagic = "HCOM"
 // package speaks. Version 2 replaced the token carried in the clear by a
 // challenge-response; version 3 placed the stripes of a message after the
 // first by their offset (FrameStripe), so a stripe can be resent on another
-// path.
-const HandshakeVersion = 3
+// path; version 4 numbered the generations of a path's connections
+// (Handshake.Gen, FrameRejoin), so a retired path can be dialed again.
+const HandshakeVersion = 4
+
+// MaxGen is the highest generation of a path's connections
+// (Handshake.Gen).
+const MaxGen = 255
 
 // TokenSize is the size of the job token in bytes.
 const TokenSize = 32
@@ -59,7 +64,8 @@ const HandshakeSize = 64
 // Encoded layout:
 //
 //	[0:4]   "HCOM"
-//	[4:6]   Version
+//	[4]     Version
+//	[5]     Gen
 //	[6:8]   Paths
 //	[8:16]  CommID
 //	[16:20] Rank
@@ -80,6 +86,11 @@ type Handshake struct {
 	// that the dialer found reachable and connects on (Socket / (Sockets /
 	// number of paths) is this connection's path); zero means path 0 only.
 	Paths uint16
+	// Gen is the generation of the connection: 0 when the pair first
+	// connects, then one more each time its path is dialed again after
+	// it was retired (up to MaxGen), so the listener takes it as a
+	// replacement rather than a duplicate.
+	Gen   uint8
 	Nonce [NonceSize]byte
 }
 
@@ -87,7 +98,8 @@ type Handshake struct {
 func (h *Handshake) MarshalTo(b []byte) {
 	b = b[:HandshakeSize]
 	copy(b[0:4], HandshakeMagic)
-	le.PutUint16(b[4:6], h.Version)
+	b[4] = uint8(h.Version)
+	b[5] = h.Gen
 	le.PutUint16(b[6:8], h.Paths)
 	le.PutUint64(b[8:16], h.CommID)
 	le.PutUint32(b[16:20], h.Rank)
@@ -111,7 +123,7 @@ func (h *Handshake) Unmarshal(b []byte) error {
 		return fmt.Errorf("wire: handshake does not start with %q: %w", HandshakeMagic, ErrMalformed)
 	}
 	var d Handshake
-	d.Version = le.Uint16(b[4:6])
+	d.Version, d.Gen = uint16(b[4]), b[5]
 	if d.Version != HandshakeVersion {
 		return fmt.Errorf("wire: handshake version %d, want %d: %w", d.Version, HandshakeVersion, ErrMalformed)
 	}

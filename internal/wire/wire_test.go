@@ -62,6 +62,8 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		{Type: FrameAbort, Len: MaxAbortReason},
 		{Type: FrameStripe, Len: 7, Offset: 1 << 40, Fingerprint: Fingerprint{Seq: 3}},
 		{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 9, Paths: 2, Len: 1, Offset: 1<<64 - 2},
+		{Type: FrameRejoin, Paths: 2, Total: 1},
+		{Type: FrameRejoin, Paths: 0x8000, Total: MaxGen},
 	} {
 		var b [FrameHeaderSize]byte
 		h.MarshalTo(b[:])
@@ -88,7 +90,17 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"empty", func() []byte { return nil }},
 		{"short", func() []byte { return encode(validDataHeader())[:FrameHeaderSize-1] }},
 		{"type 0", func() []byte { h := validDataHeader(); h.Type = 0; return encode(h) }},
-		{"type 4", func() []byte { h := validDataHeader(); h.Type = 4; return encode(h) }},
+		{"type 5", func() []byte { h := validDataHeader(); h.Type = 5; return encode(h) }},
+		{"rejoin without paths", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Total: 1}) }},
+		{"rejoin of generation 0", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2}) }},
+		{"rejoin past MaxGen", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2, Total: MaxGen + 1}) }},
+		{"rejoin with payload", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2, Total: 1, Len: 1}) }},
+		{"rejoin with flags", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Flags: FlagCRC32C, Paths: 2, Total: 1}) }},
+		{"rejoin with fingerprint", func() []byte {
+			b := encode(FrameHeader{Type: FrameRejoin, Paths: 2, Total: 1})
+			b[FrameHeaderSize-1] = 1
+			return b
+		}},
 		{"stripe past 2^64", func() []byte {
 			return encode(FrameHeader{Type: FrameStripe, Len: 2, Offset: 1<<64 - 1})
 		}},
@@ -173,7 +185,7 @@ func TestAppendAbortFrame(t *testing.T) {
 }
 
 func validHandshake() Handshake {
-	h := Handshake{Version: HandshakeVersion, CommID: 0xC0FFEE, Rank: 1, Target: 3, Size: 4, Socket: 1, Sockets: 2}
+	h := Handshake{Version: HandshakeVersion, CommID: 0xC0FFEE, Rank: 1, Target: 3, Size: 4, Socket: 1, Sockets: 2, Gen: 9}
 	for i := range h.Nonce {
 		h.Nonce[i] = byte(i * 7)
 	}
@@ -271,7 +283,8 @@ func TestHandshakeUnmarshalRejects(t *testing.T) {
 		{"version 0", encode(func(h *Handshake) { h.Version = 0 })},
 		{"version 1", encode(func(h *Handshake) { h.Version = 1 })},
 		{"version 2", encode(func(h *Handshake) { h.Version = 2 })},
-		{"version 4", encode(func(h *Handshake) { h.Version = 4 })},
+		{"version 3", encode(func(h *Handshake) { h.Version = 3 })},
+		{"version 5", encode(func(h *Handshake) { h.Version = 5 })},
 		{"rank out of range", encode(func(h *Handshake) { h.Rank = 4 })},
 		{"target out of range", encode(func(h *Handshake) { h.Target = 9 })},
 		{"empty world", encode(func(h *Handshake) { h.Size, h.Rank, h.Target = 0, 0, 0 })},

@@ -127,7 +127,7 @@ func (c *conn) write(h *wire.FrameHeader, part []byte) (int64, error) {
 	if c.wbroken || c.wclosed {
 		return 0, net.ErrClosed
 	}
-	if c.crc {
+	if c.crc && h.Type != wire.FrameRejoin {
 		h.Flags, h.Checksum = wire.FlagCRC32C, crc32.Checksum(part, castagnoli)
 	}
 	h.MarshalTo(c.whdr[:])
@@ -315,15 +315,16 @@ func (c *conn) readStripeHeader(peer int, fp *wire.Fingerprint, total uint64) (w
 // with the bytes written and the time it took, a receive job with where
 // its stripe went (each stripe frame says) and the bytes read.
 type worker struct {
-	c    *conn
+	pos  int // the position of the connections it serves
 	pr   *peer
 	jobs chan job
 	done chan<- result
 }
 
 type job struct {
-	recv  bool // receive a stripe (else send one)
-	watch bool // receive: the receiver watches connection 0 meanwhile (see Transport.Recv)
+	c     *conn // the connection at the worker's position that its direction uses (see redial.go)
+	recv  bool  // receive a stripe (else send one)
+	watch bool  // receive: the receiver watches connection 0 meanwhile (see Transport.Recv)
 	fp    wire.Fingerprint
 	total uint64
 	off   uint64 // send: where the stripe starts in its message
@@ -339,8 +340,8 @@ type result struct {
 	err error
 }
 
-func newWorker(pr *peer, c *conn, done chan<- result) *worker {
-	return &worker{c: c, pr: pr, jobs: make(chan job), done: done}
+func newWorker(pr *peer, pos int, done chan<- result) *worker {
+	return &worker{pos: pos, pr: pr, jobs: make(chan job), done: done}
 }
 
 // run serves jobs until stop is closed.
@@ -360,11 +361,11 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 				continue
 			}
 			start := time.Now()
-			r := result{pos: w.c.pos, off: j.off, len: uint64(len(j.buf))}
+			r := result{pos: w.pos, off: j.off, len: uint64(len(j.buf))}
 			if h := w.pr.t.testSend; h != nil {
-				r.n, r.err = h(w.c, j.fp, j.off, j.buf)
+				r.n, r.err = h(j.c, j.fp, j.off, j.buf)
 			} else {
-				r.n, r.err = w.c.writeStripe(&j.fp, j.off, j.buf, 0)
+				r.n, r.err = j.c.writeStripe(&j.fp, j.off, j.buf, 0)
 			}
 			r.d = time.Since(start)
 			w.done <- r
@@ -375,7 +376,7 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 }
 
 func (w *worker) recvStripe(peer int, j *job) result {
-	c := w.c
+	c := j.c
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	h, n, err := c.readStripeHeader(peer, &j.fp, j.total)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/bits"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -135,7 +136,7 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i, npaths i
 			refusals = 0
 		}
 		if err == nil {
-			err = t.clientHandshake(ctx, nc, r, addr, i, npaths, mask)
+			err = t.clientHandshake(ctx, nc, r, addr, i, npaths, mask, 0)
 			if err == nil {
 				return nc, nil
 			}
@@ -169,7 +170,7 @@ func (t *Transport) dialOne(ctx context.Context, r int, addr string, i, npaths i
 // clientHandshake introduces this rank on nc as connection i to rank r,
 // proves it holds the job key, and checks the listener's proof (see
 // wire.Handshake for the exchange).
-func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, addr string, i, npaths int, mask uint16) error {
+func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, addr string, i, npaths int, mask uint16, gen uint8) error {
 	d, _ := ctx.Deadline()
 	nc.SetDeadline(d)
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(aLongTimeAgo) })
@@ -187,6 +188,7 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 		Size:    uint32(t.size),
 		Socket:  uint16(i),
 		Sockets: uint16(npaths * t.nsocks),
+		Gen:     gen,
 	}
 	if npaths > 1 {
 		h.Paths = mask
@@ -429,6 +431,11 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
 		return
 	}
+	if h.Gen > 0 {
+		// A retired path dialed again (redial.go).
+		joined = t.acceptGen(nc, pr, &h, &nonce, remote)
+		return
+	}
 	if reason := pr.reserve(int(h.Socket)); reason != "" {
 		t.refusals.note(remote, rank, reason)
 		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
@@ -615,13 +622,15 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 	}
 	pr.cut = make([]uint64, len(pr.conns))
 	pr.rparts = make([]*conn, 0, len(pr.conns))
+	pr.sview = slices.Clone(pr.conns)
+	pr.rview = slices.Clone(pr.conns)
 	pr.send.setConns(pr.conns)
 	pr.recv.setConns(pr.conns)
 	pr.sdone = make(chan result, len(pr.conns))
 	pr.rdone = make(chan result, len(pr.conns))
 	pr.setupFailover()
 	for _, c := range pr.conns[1:] {
-		sw, rw := newWorker(pr, c, pr.sdone), newWorker(pr, c, pr.rdone)
+		sw, rw := newWorker(pr, c.pos, pr.sdone), newWorker(pr, c.pos, pr.rdone)
 		pr.sendW = append(pr.sendW, sw)
 		pr.recvW = append(pr.recvW, rw)
 		t.spawn(func() { sw.run(pr.rank, t.ctx.Done()) })

@@ -76,6 +76,7 @@ func (pr *peer) setupFailover() {
 	}
 	pr.stimer = time.NewTimer(time.Hour)
 	pr.stimer.Stop()
+	pr.newGen = make(chan struct{})
 }
 
 // checkStalls looks at the connections whose stripe of the current send is
@@ -90,7 +91,7 @@ func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired 
 		if st != which {
 			continue
 		}
-		c := pr.conns[pos]
+		c := pr.sview[pos]
 		bit := uint16(1) << c.path.idx
 		if (skip|retired)&bit != 0 {
 			continue
@@ -140,12 +141,16 @@ func (pr *peer) awaitAcks(ctx context.Context, since time.Time, retired uint16) 
 // written on it; the first time, it logs why.
 func (pr *peer) retire(p *path, why string, cause error) {
 	for _, c := range p.conns {
-		c.retireWrite()
+		pr.sview[c.pos].retireWrite()
 	}
 	if p.retired.CompareAndSwap(false, true) {
 		pr.t.log.Warn("tcp: path stopped; its stripes are sent again on the first path and it is retired",
 			"peer", pr.rank, "path", p.idx, "local", p.local, "remote", p.remote, "why", why, "err", cause)
 	}
+	pr.mu.Lock()
+	used := pr.sgen[p.idx]
+	pr.mu.Unlock()
+	pr.redial(p, used)
 }
 
 // repair sends again on conn 0 the stripes of the current send (message p
@@ -183,15 +188,24 @@ func (pr *peer) checkRepair(h *wire.FrameHeader) error {
 }
 
 // retireRecv notes that the peer retired the paths in mask: their streams
-// from the peer are out of step (never read again), and this rank stops
-// sending on them too.
+// from the peer are out of step (never read again until the peer moves
+// them to a new generation, see redial.go), and this rank stops sending on
+// them too if it sends on the same connections.
 func (pr *peer) retireRecv(mask uint16) {
 	pr.rgone |= mask
 	for _, p := range pr.paths {
-		if mask&(1<<p.idx) != 0 && p.retired.CompareAndSwap(false, true) {
+		if mask&(1<<p.idx) == 0 {
+			continue
+		}
+		pr.mu.Lock()
+		used := pr.rgen[p.idx]
+		same := pr.sgen[p.idx] == used
+		pr.mu.Unlock()
+		if same && p.retired.CompareAndSwap(false, true) {
 			pr.t.log.Warn("tcp: peer retired a path; it is retired here too",
 				"peer", pr.rank, "path", p.idx, "local", p.local, "remote", p.remote)
 		}
+		pr.redial(p, used)
 	}
 }
 

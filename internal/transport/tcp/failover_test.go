@@ -47,7 +47,8 @@ func (c *conn) writeCut(fp *wire.Fingerprint, off uint64, part []byte, keep int)
 // TestFailoverRepair cuts path 1 under the stripes of one message (part
 // way through them, or after all of them went out) and checks that every
 // message still arrives whole and right both ways, that the stripes went
-// again on path 0, and that both ends retire path 1 and stop using it.
+// again on path 0, and that path 1, dialed again, comes back into use
+// both ways.
 func TestFailoverRepair(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -105,37 +106,7 @@ func TestFailoverRepair(t *testing.T) {
 				if cuts.Load() == 0 {
 					t.Fatal("no stripe was cut")
 				}
-				for r, tr := range trs {
-					for _, s := range tr.Paths() {
-						if s.Path == 1 && !s.Retired {
-							t.Errorf("rank %d: path 1 not retired: %v", r, s)
-						}
-						if s.Path == 0 && s.Retired {
-							t.Errorf("rank %d: path 0 retired: %v", r, s)
-						}
-					}
-				}
-				if !strings.Contains(logs.String(), "path stopped") {
-					t.Errorf("no log line for the stopped path:\n%s", logs.String())
-				}
-				// Later messages avoid path 1 both ways.
-				before := pathSent(trs, 1)
-				out, in := make([]byte, 4<<20), make([]byte, 4<<20)
-				for r := range 2 {
-					fp := fpFor(100+r, len(out))
-					fill(out, r, 100+r)
-					done := make(chan error, 1)
-					go func() { done <- trs[r].Send(ctx, 1-r, &fp, out) }()
-					if err := errors.Join(trs[1-r].Recv(ctx, r, &fp, in), <-done); err != nil {
-						t.Fatal(err)
-					}
-					if err := check(in, r, 100+r); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if after := pathSent(trs, 1); after != before {
-					t.Errorf("path 1 carried %d bytes after it was retired", after-before)
-				}
+				checkReturns(t, trs, logs)
 			})
 		}
 	}
@@ -257,7 +228,7 @@ func TestFailoverRepairAfterAnswer(t *testing.T) {
 			default:
 				t.Fatal("the receive never took a failed stripe's answer")
 			}
-			checkRetired(t, trs, logs)
+			checkReturns(t, trs, logs)
 		})
 	}
 }
@@ -316,7 +287,7 @@ func TestFailoverReset(t *testing.T) {
 	if err := check(in, 0, cutSeq); err != nil {
 		t.Fatal(err)
 	}
-	checkRetired(t, trs, logs)
+	checkReturns(t, trs, logs)
 }
 
 // sendOne sends a message of n bytes numbered seq from rank from to the
@@ -337,30 +308,46 @@ func sendOne(ctx context.Context, t *testing.T, trs []*Transport, from, seq, n i
 	}
 }
 
-// checkRetired checks that both ends retired path 1 (and not path 0), that
-// the WARN was logged, and that messages of every size class still go
-// both ways, none of them on path 1.
-func checkRetired(t *testing.T, trs []*Transport, logs *syncBuffer) {
+// checkReturns checks that path 1 was retired (the WARN) and that, dialed
+// again, it comes back into use both ways, while messages of every size
+// class keep arriving whole; path 0 is never retired.
+func checkReturns(t *testing.T, trs []*Transport, logs *syncBuffer) {
 	t.Helper()
-	for r, tr := range trs {
-		for _, s := range tr.Paths() {
-			if s.Path == 1 && !s.Retired || s.Path == 0 && s.Retired {
-				t.Errorf("rank %d: %v", r, s)
-			}
-		}
-	}
 	if !strings.Contains(logs.String(), "path stopped") {
 		t.Errorf("no log line for the stopped path:\n%s", logs.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	before := pathSent(trs, 1)
-	for i, n := range []int{8, stripeMin, 2 << 20} {
+	// Per rank, path 1's bytes sent when its sends moved to a new
+	// generation; done once both sent more on it afterwards.
+	var base [2]uint64
+	var moved [2]bool
+	for i := 0; ; i++ {
+		if ctx.Err() != nil {
+			t.Fatalf("path 1 did not come back into use both ways:\n%v\n%v\n%s", trs[0].Paths(), trs[1].Paths(), logs.String())
+		}
 		for from := range 2 {
-			sendOne(ctx, t, trs, from, 1000+2*i+from, n)
+			sendOne(ctx, t, trs, from, 1000+2*i+from, []int{8, stripeMin, 2 << 20}[i%3])
+		}
+		back := 0
+		for r, tr := range trs {
+			for _, s := range tr.Paths() {
+				switch {
+				case s.Path == 0 && (s.Retired || s.Gen != 0):
+					t.Fatalf("rank %d: %v", r, s)
+				case s.Path != 1 || s.Retired || s.Gen == 0:
+				case !moved[r]:
+					moved[r], base[r] = true, s.Sent
+				case s.Sent > base[r]:
+					back++
+				}
+			}
+		}
+		if back == 2 {
+			break
 		}
 	}
-	if after := pathSent(trs, 1); after != before {
-		t.Errorf("path 1 carried %d bytes after it was retired", after-before)
+	if !strings.Contains(logs.String(), "back in use") {
+		t.Errorf("no log line for the path back in use:\n%s", logs.String())
 	}
 }

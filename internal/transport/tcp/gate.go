@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 )
@@ -40,7 +41,7 @@ type gate struct {
 func (g *gate) setConns(conns []*conn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.conns = conns
+	g.conns = slices.Clone(conns)
 	g.armed = make([]time.Time, len(conns))
 	if g.dead {
 		g.setAll(aLongTimeAgo)
@@ -179,4 +180,18 @@ func (g *gate) restore(i int) {
 		}
 		g.setDeadline(g.conns[i], d)
 	}
+}
+
+// replace puts c in place of connection i (a retired path's connection
+// dialed again, see redial.go), with the deadline the gate means
+// connection i to have.
+func (g *gate) replace(i int, c *conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conns[i] = c
+	d := g.armed[i]
+	if g.dead {
+		d = aLongTimeAgo
+	}
+	g.setDeadline(c, d)
 }

@@ -81,6 +81,8 @@ type path struct {
 	share          atomic.Uint64 // float64 bits: share of the last striped send
 	lastUsed       time.Time     // last striped send it carried (sender only)
 	retired        atomic.Bool   // stopped (see failover.go): carries nothing more
+	redialing      bool          // being dialed again (redial.go; under the peer's mu)
+	redials        int           // times it was dialed again (under the peer's mu)
 
 	// The kernel's counters at the last sample (sender only): bytes
 	// acknowledged, and the longest busy time of the path's connections.
@@ -92,12 +94,13 @@ type path struct {
 // sampleKernel folds the throughput the kernel measured on the path since
 // the last call into its estimate: bytes acknowledged per unit of time
 // the connections were busy sending, so idle time does not count. It
-// reports false where the kernel's counters cannot be read.
-func (p *path) sampleKernel() bool {
+// reports false where the kernel's counters cannot be read. view holds
+// the connections the sender uses, by position.
+func (p *path) sampleKernel(view []*conn) bool {
 	var acked uint64
 	var busy time.Duration
 	for _, c := range p.conns {
-		a, b, ok := tcpProgress(c.nc)
+		a, b, ok := tcpProgress(view[c.pos].nc)
 		if !ok {
 			return false
 		}
@@ -138,8 +141,11 @@ type PathStats struct {
 	Up bool
 	// Retired is true for a path that stopped while in use (see
 	// Config.StallAfter): its stripes went again on path 0 and it
-	// carries nothing more.
+	// carries nothing until it is dialed again.
 	Retired bool
+	// Gen counts the times this rank's sends moved to connections of
+	// the path dialed again after it was retired.
+	Gen int
 	// Rate is the estimated throughput in bytes/s, from the link speed at
 	// first and from measured sends afterwards; Share is the fraction of
 	// the last striped message this rank sent on the path.
@@ -181,19 +187,19 @@ func (t *Transport) Paths() []PathStats {
 		}
 		pr.mu.Lock()
 		dropped := pr.dropped
-		pr.mu.Unlock()
 		for _, p := range pr.paths {
 			s := PathStats{Peer: pr.rank, Path: p.idx, Local: p.local, Remote: p.remote, Up: true, Retired: p.retired.Load(),
 				Rate: p.getRate(), Share: math.Float64frombits(p.share.Load()),
-				Sent: p.sent.Load(), Received: p.received.Load()}
+				Sent: p.sent.Load(), Received: p.received.Load(), Gen: int(pr.sgen[p.idx])}
 			for _, c := range p.conns {
-				if rtt, re, ok := tcpInfo(c.nc); ok {
+				if rtt, re, ok := tcpInfo(pr.sview[c.pos].nc); ok {
 					s.RTT = max(s.RTT, rtt)
 					s.Retrans += re
 				}
 			}
 			out = append(out, s)
 		}
+		pr.mu.Unlock()
 		for _, d := range dropped {
 			out = append(out, PathStats{Peer: pr.rank, Path: d.idx, Remote: d.remote})
 		}

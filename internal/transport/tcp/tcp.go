@@ -330,6 +330,16 @@ type peer struct {
 	rwait    atomic.Int32 // receive stripes not yet in (receive gate)
 	rext     []extent     // the current receive's stripes (receive gate)
 	rgone    uint16       // paths the peer retired: not read again (receive gate)
+
+	// Re-dial (redial.go). Each direction uses the connections of its
+	// view, by position: conns at first; a retired path's connections
+	// dialed again once that direction moved to them.
+	sview      []*conn         // send gate (written under mu)
+	rview      []*conn         // receive gate
+	sgen, rgen [MaxPaths]uint8 // the generation each direction uses, by path (under mu)
+	gens       []*generation   // connections dialed again (under mu)
+	newGen     chan struct{}   // closed, and replaced, when a generation is complete (under mu)
+	rejoinable atomic.Uint32   // paths with a complete generation newer than sgen's
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -474,6 +484,12 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	}
 	defer pr.send.exit()
 	total := uint64(len(p))
+	if total >= stripeMin && pr.rejoinable.Load() != 0 {
+		// A retired path was dialed again: move to it (redial.go).
+		if err := pr.rejoinSend(); err != nil {
+			return t.ioFailed(ctx, pr, err, true, "send")
+		}
+	}
 	var mask uint16
 	var now time.Time
 	if total >= stripeMin && len(pr.conns) > 1 {
@@ -500,16 +516,17 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	clear(pr.sstate)
 dispatch:
 	for _, w := range pr.sendW {
-		if mask&(1<<w.c.path.idx) == 0 {
+		c := pr.conns[w.pos]
+		if mask&(1<<c.path.idx) == 0 {
 			continue
 		}
-		n := pr.cut[w.c.pos]
+		n := pr.cut[w.pos]
 		select {
-		case w.jobs <- job{fp: *fp, total: total, off: off, buf: p[off : off+n]}:
-			if failover && w.c.path != c0.path {
-				pr.sstate[w.c.pos] = stripeWriting
+		case w.jobs <- job{c: pr.sview[w.pos], fp: *fp, total: total, off: off, buf: p[off : off+n]}:
+			if failover && c.path != c0.path {
+				pr.sstate[w.pos] = stripeWriting
 			}
-			pr.soff[w.c.pos] = off
+			pr.soff[w.pos] = off
 			dispatched++
 			off += n
 		case <-t.ctx.Done():
@@ -592,7 +609,7 @@ dispatch:
 		if end.Sub(pr.sampled) >= sampleEvery {
 			pr.sampled = end
 			for _, pa := range pr.paths {
-				if !pa.sampleKernel() {
+				if !pa.sampleKernel(pr.sview) {
 					pa.sample(pbytes[pa.idx], ptime[pa.idx])
 				}
 			}
@@ -640,10 +657,16 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
 	}
-	for err == nil && h.Type == wire.FrameStripe {
-		// A repair of a message already received whole: its stripes
-		// came after all; the path it replaces is out of use.
-		err = pr.staleRepair(c0, &h)
+	for err == nil && (h.Type == wire.FrameStripe || h.Type == wire.FrameRejoin) {
+		if h.Type == wire.FrameRejoin {
+			// A retired path dialed again (redial.go).
+			err = pr.rejoinRecv(ctx, &h)
+		} else {
+			// A repair of a message already received whole: its
+			// stripes came after all; the path it replaces is out
+			// of use.
+			err = pr.staleRepair(c0, &h)
+		}
 		if err == nil {
 			h, _, err = c0.readHeader(peer, false)
 		}
@@ -693,7 +716,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 dispatch:
 	for _, c := range parts {
 		select {
-		case pr.recvW[c.pos-1].jobs <- job{recv: true, watch: watch, fp: h.Fingerprint, total: h.Total, buf: buf}:
+		case pr.recvW[c.pos-1].jobs <- job{c: pr.rview[c.pos], recv: true, watch: watch, fp: h.Fingerprint, total: h.Total, buf: buf}:
 			dispatched++
 		case <-t.ctx.Done():
 			if watch {
@@ -789,6 +812,7 @@ func (t *Transport) Abort(cause error) {
 				conns = append(conns, c)
 			}
 		}
+		conns = pr.genConns(conns)
 		pr.mu.Unlock()
 	}
 	var wg sync.WaitGroup
@@ -1040,6 +1064,9 @@ func (pr *peer) closeConns() {
 			discardQueued(c.nc)
 			c.nc.Close()
 		}
+	}
+	for _, c := range pr.genConns(nil) {
+		c.nc.Close()
 	}
 }
 

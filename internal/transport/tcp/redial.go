@@ -1,0 +1,420 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"net"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Dialing a retired path again.
+//
+// A path retired for stalling (see failover.go) is out of step: either end
+// may still hold bytes of a stripe in the old connections' buffers, so
+// they are never used again. Instead the pair's dialer connects the path
+// again, with backoff for as long as the link stays down, as a new
+// generation (wire.Handshake.Gen: 1, 2, ... up to wire.MaxGen), which the
+// listener takes beside the old connections rather than refusing as
+// duplicates. Each direction of each end moves to a generation on its own,
+// between messages:
+//
+//   - A sender, at the start of a striped Send, finds a complete
+//     generation newer than the one it sends on, moves its sends on the
+//     path to it and tells the receiver with a rejoin frame on connection
+//     0 (wire.FrameRejoin, naming the path and the generation), before the
+//     message. The path is back in the plan with a small share (minShare
+//     of the others' rate) that grows with the throughput measured on it.
+//   - A receiver reads stripes of a path only on the connections of the
+//     generation its peer last announced: a rejoin frame, read between
+//     messages, moves its reads of the path to that generation (waiting
+//     for it to be connected at this end too). So a stripe is never read
+//     from the old connection of a replaced path.
+//
+// A peer's repair of a path retires this end's sending on it only when this
+// end sends on the generation the repair concerns (the one it receives
+// on); a repair of an older generation than the one it sends on changes
+// nothing. Connections of a generation neither direction uses any more
+// are closed.
+
+// Backoff between attempts to dial a retired path, and the bound of one
+// attempt.
+const (
+	redialMin     = 50 * time.Millisecond
+	redialMax     = time.Second
+	redialAttempt = 2 * time.Second
+)
+
+// A path retired again after it came back waits before it is dialed
+// again: redialHold the second time, four times longer each time after,
+// up to redialHoldMax, so a link that connects but does not carry data
+// costs the pair a stall now and then rather than at every message.
+const (
+	redialHold    = 250 * time.Millisecond
+	redialHoldMax = 10 * time.Second
+)
+
+// A generation is a path's connections dialed again.
+type generation struct {
+	path  *path
+	gen   uint8
+	conns []*conn // by slot, nil until connected
+	have  int
+}
+
+func (g *generation) complete() bool { return g.have == len(g.conns) }
+
+// pathOf returns the pair's path with listener address index k, or nil.
+func (pr *peer) pathOf(k int) *path {
+	for _, p := range pr.paths {
+		if p.idx == k {
+			return p
+		}
+	}
+	return nil
+}
+
+// findGen returns generation gen of path k, or nil. The caller holds mu.
+func (pr *peer) findGen(k int, gen uint8) *generation {
+	for _, g := range pr.gens {
+		if g.path.idx == k && g.gen == gen {
+			return g
+		}
+	}
+	return nil
+}
+
+// lastGen returns the newest generation of path k, complete or not, and
+// the newest complete one (nil if none). The caller holds mu.
+func (pr *peer) lastGen(k int) (last uint8, done *generation) {
+	last = max(pr.sgen[k], pr.rgen[k])
+	for _, g := range pr.gens {
+		if g.path.idx != k {
+			continue
+		}
+		last = max(last, g.gen)
+		if g.complete() && (done == nil || g.gen > done.gen) {
+			done = g
+		}
+	}
+	return last, done
+}
+
+// redial starts dialing path p again, if this rank is the pair's dialer,
+// no generation newer than used (the one that was retired) exists, and no
+// dialing of it is under way.
+func (pr *peer) redial(p *path, used uint8) {
+	t := pr.t
+	if pr.rank < t.rank || t.ctx.Err() != nil {
+		return
+	}
+	pr.mu.Lock()
+	last, _ := pr.lastGen(p.idx)
+	if p.redialing || last > used || last == wire.MaxGen {
+		pr.mu.Unlock()
+		return
+	}
+	p.redialing = true
+	var hold time.Duration
+	if p.redials > 0 {
+		hold = redialHold << min(2*(p.redials-1), 10)
+		hold = min(hold, redialHoldMax)
+	}
+	p.redials++
+	pr.mu.Unlock()
+	t.spawn(func() { pr.redialLoop(p, hold) })
+}
+
+// redialLoop dials path p again, after hold, until a new generation of its
+// connections is up, the pair fails or the transport closes.
+func (pr *peer) redialLoop(p *path, hold time.Duration) {
+	t := pr.t
+	defer func() {
+		pr.mu.Lock()
+		p.redialing = false
+		pr.mu.Unlock()
+	}()
+	if !pr.wait(hold) {
+		return
+	}
+	backoff := redialMin
+	for attempt := 0; ; attempt++ {
+		pr.mu.Lock()
+		last, _ := pr.lastGen(p.idx)
+		pr.mu.Unlock()
+		if last == wire.MaxGen {
+			t.log.Warn("tcp: path retired too often; not dialed again", "peer", pr.rank, "path", p.idx, "remote", p.remote)
+			return
+		}
+		err := pr.dialGen(p, last+1)
+		if err == nil {
+			return
+		}
+		if attempt == 0 {
+			t.log.Info("tcp: dialing a retired path again", "peer", pr.rank, "path", p.idx, "remote", p.remote, "err", err)
+		}
+		if !pr.wait(backoff) {
+			return
+		}
+		backoff = min(2*backoff, redialMax)
+	}
+}
+
+// wait waits for d, and reports false if the pair failed or the transport
+// closed meanwhile.
+func (pr *peer) wait(d time.Duration) bool {
+	t := pr.t
+	if d > 0 {
+		timer := time.NewTimer(d)
+		select {
+		case <-t.ctx.Done():
+		case <-pr.failed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	return t.ctx.Err() == nil && pr.err() == nil
+}
+
+// dialGen connects the sockets of generation gen of path p.
+func (pr *peer) dialGen(p *path, gen uint8) error {
+	t := pr.t
+	addrs := t.paths[pr.rank]
+	addr := addrs[p.idx]
+	for s := range t.nsocks {
+		i := p.idx*t.nsocks + s
+		ctx, cancel := context.WithTimeout(t.ctx, redialAttempt)
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			if err = t.clientHandshake(ctx, nc, pr.rank, addr, i, len(addrs), pr.mask, gen); err != nil {
+				nc.Close()
+			}
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		if !pr.addGen(p, s, gen, nc) {
+			return net.ErrClosed
+		}
+	}
+	return nil
+}
+
+// checkGen says why connection i of generation gen, dialed by the peer,
+// cannot join, or "" if it can.
+func (pr *peer) checkGen(i int, gen uint8) string {
+	select {
+	case <-pr.ready:
+	default:
+		return fmt.Sprintf("rank %d dialed a path again (socket %d, generation %d) before the pair was connected", pr.rank, i, gen)
+	}
+	k, slot := i/pr.t.nsocks, i%pr.t.nsocks
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed || pr.err() != nil {
+		return fmt.Sprintf("rank %d is no longer connectable", pr.rank)
+	}
+	if pr.mask&(1<<k) == 0 || k == pr.conns[0].path.idx {
+		return fmt.Sprintf("rank %d dialed path %d again, which the pair does not use or never retires", pr.rank, k)
+	}
+	_, done := pr.lastGen(k)
+	if done != nil && gen <= done.gen || gen <= max(pr.sgen[k], pr.rgen[k]) {
+		return fmt.Sprintf("rank %d dialed generation %d of path %d, which is out of date", pr.rank, gen, k)
+	}
+	if g := pr.findGen(k, gen); g != nil && g.conns[slot] != nil {
+		return fmt.Sprintf("rank %d is already connected on socket %d of generation %d", pr.rank, i, gen)
+	}
+	return ""
+}
+
+// acceptGen admits nc, whose dialer proved itself with h, as a connection
+// of a generation of a path dialed again, or refuses it. It reports
+// whether nc joined the pair.
+func (t *Transport) acceptGen(nc net.Conn, pr *peer, h *wire.Handshake, nonce *[wire.NonceSize]byte, remote string) bool {
+	i := int(h.Socket)
+	if reason := pr.checkGen(i, h.Gen); reason != "" {
+		t.refusals.note(remote, int(h.Rank), reason)
+		t.answer(nc, h, nonce, wire.ReplyRefuse, reason)
+		return false
+	}
+	if err := t.answer(nc, h, nonce, wire.ReplyAccept, ""); err != nil {
+		t.log.Warn("tcp: lost connection during handshake", "remote", remote, "peer", pr.rank, "err", err)
+		return false
+	}
+	nc.SetDeadline(time.Time{})
+	return pr.addGen(pr.pathOf(i/t.nsocks), i%t.nsocks, h.Gen, nc)
+}
+
+// addGen installs nc as socket slot of generation gen of path p. Once the
+// generation is complete, senders may move to it. It reports false,
+// closing nc, if it cannot.
+func (pr *peer) addGen(p *path, slot int, gen uint8, nc net.Conn) bool {
+	t := pr.t
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed || p == nil {
+		nc.Close()
+		return false
+	}
+	g := pr.findGen(p.idx, gen)
+	if g == nil {
+		g = &generation{path: p, gen: gen, conns: make([]*conn, t.nsocks)}
+		pr.gens = append(pr.gens, g)
+	}
+	if g.conns[slot] != nil {
+		nc.Close()
+		return false
+	}
+	id := p.conns[slot]
+	c := newConn(nc, id.idx, t.crc, t.deadAfter)
+	c.setPoll(t.pollFor, t.yield, &t.sending)
+	c.path, c.pos = p, id.pos
+	g.conns[slot] = c
+	g.have++
+	if t.state.Load() == stateAborted {
+		t.abortConn(c)
+	}
+	if g.complete() {
+		pr.rejoinable.Or(1 << p.idx)
+		close(pr.newGen)
+		pr.newGen = make(chan struct{})
+		pr.pruneLocked(p.idx)
+	}
+	return true
+}
+
+// pruneLocked closes the connections of path k that no direction uses any
+// more: those of generations older than both in use, and incomplete
+// generations older than the newest complete one. The caller holds mu.
+func (pr *peer) pruneLocked(k int) {
+	low := min(pr.sgen[k], pr.rgen[k])
+	if low > 0 {
+		for _, c := range pr.pathOf(k).conns {
+			c.nc.Close()
+		}
+	}
+	_, done := pr.lastGen(k)
+	keep := pr.gens[:0]
+	for _, g := range pr.gens {
+		if g.path.idx == k && (g.gen < low || !g.complete() && done != nil && g.gen < done.gen) {
+			for _, c := range g.conns {
+				if c != nil {
+					c.nc.Close()
+				}
+			}
+			continue
+		}
+		keep = append(keep, g)
+	}
+	clear(pr.gens[len(keep):])
+	pr.gens = keep
+}
+
+// genConns appends the connections of every generation. The caller holds
+// mu.
+func (pr *peer) genConns(out []*conn) []*conn {
+	for _, g := range pr.gens {
+		for _, c := range g.conns {
+			if c != nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// rejoinSend moves this rank's sends on the paths with a newer complete
+// generation than they use to that generation, telling the peer first
+// with a rejoin frame on connection 0. The caller holds the send gate, at
+// the start of a striped send.
+func (pr *peer) rejoinSend() error {
+	c0 := pr.conns[0]
+	for m := pr.rejoinable.Swap(0); m != 0; m &= m - 1 {
+		k := bits.TrailingZeros32(m)
+		p := pr.pathOf(k)
+		pr.mu.Lock()
+		_, g := pr.lastGen(k)
+		if g == nil || g.gen <= pr.sgen[k] {
+			pr.mu.Unlock()
+			continue
+		}
+		for _, c := range g.conns {
+			pr.sview[c.pos] = c
+			pr.send.replace(c.pos, c)
+		}
+		pr.sgen[k] = g.gen
+		pr.pruneLocked(k)
+		pr.mu.Unlock()
+		h := wire.FrameHeader{Type: wire.FrameRejoin, Paths: 1 << k, Total: uint64(g.gen)}
+		if _, err := c0.write(&h, nil); err != nil {
+			return err
+		}
+		// Back in the plan with a small share, which grows with the
+		// throughput measured on it.
+		var others float64
+		for _, o := range pr.paths {
+			if o != p && !o.retired.Load() {
+				others += o.getRate()
+			}
+		}
+		if others > 0 {
+			p.setRate(minShare * others)
+		}
+		p.counters = false
+		p.lastUsed = time.Time{}
+		p.retired.Store(false)
+		pr.t.log.Info("tcp: retired path back in use", "peer", pr.rank, "path", k, "generation", g.gen, "local", p.local, "remote", p.remote)
+	}
+	return nil
+}
+
+// rejoinRecv moves this rank's receives on the paths a rejoin frame h names
+// to the generation it announces, waiting for that generation's
+// connections to be up at this end too. The caller holds the receive gate,
+// between messages.
+func (pr *peer) rejoinRecv(ctx context.Context, h *wire.FrameHeader) error {
+	t := pr.t
+	gen := uint8(h.Total)
+	for m := uint32(h.Paths); m != 0; m &= m - 1 {
+		k := bits.TrailingZeros32(m)
+		if pr.mask&(1<<k) == 0 || k == pr.conns[0].path.idx {
+			return fmt.Errorf("rank %d moved path %d to generation %d; the pair uses paths %#x and never retires path %d: %w",
+				pr.rank, k, gen, pr.mask, pr.conns[0].path.idx, errProtocol)
+		}
+		for {
+			pr.mu.Lock()
+			if gen <= pr.rgen[k] {
+				at := pr.rgen[k]
+				pr.mu.Unlock()
+				return fmt.Errorf("rank %d moved path %d to generation %d, it was at %d: %w", pr.rank, k, gen, at, errProtocol)
+			}
+			if g := pr.findGen(k, gen); g != nil && g.complete() {
+				for _, c := range g.conns {
+					pr.rview[c.pos] = c
+					pr.recv.replace(c.pos, c)
+				}
+				pr.rgen[k] = gen
+				pr.rgone &^= 1 << k
+				pr.pruneLocked(k)
+				pr.mu.Unlock()
+				break
+			}
+			ch := pr.newGen
+			pr.mu.Unlock()
+			select {
+			case <-ch:
+			case <-pr.failed:
+				return pr.err()
+			case <-t.ctx.Done():
+				return t.stateErr()
+			case <-ctx.Done():
+				return fmt.Errorf("tcp: waiting for generation %d of path %d to rank %d: %w", gen, k, pr.rank, ctx.Err())
+			}
+		}
+	}
+	return nil
+}
