@@ -45,7 +45,8 @@ import (
 // A stripe whose connection failed on the receiving side waits for its
 // repair; if the next message comes first, the pair fails as before. Conn
 // 0's own path is never retired: if it stops, the pair stalls until it
-// comes back or DeadAfter fails the pair.
+// comes back or DeadAfter fails the pair. A retired path is dialed again
+// and comes back into use (redial.go).
 
 // Send-side stripe states, by connection (peer.sstate).
 const (

@@ -351,3 +351,61 @@ func checkReturns(t *testing.T, trs []*Transport, logs *syncBuffer) {
 		t.Errorf("no log line for the path back in use:\n%s", logs.String())
 	}
 }
+
+// TestRedialRefusals: a listener takes a connection of a new generation
+// of a path only once the pair is connected, never for path 0, once per
+// socket and generation, and never for a generation older than the newest
+// it has.
+func TestRedialRefusals(t *testing.T) {
+	logEveryRefusal(t)
+	trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+	addr := trs[0].paths[1][1]
+	try := func(socket int, gen uint8) wire.HandshakeReply {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		rep, err := rawHandshake(c, 0, 1, 2, 2, func(h *wire.Handshake) {
+			h.Socket, h.Paths, h.Gen = uint16(socket), 3, gen
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	for _, tc := range []struct {
+		name      string
+		socket    int
+		gen       uint8
+		connected bool
+		want      string // "" to be accepted
+	}{
+		{"before the pair connected", 1, 1, false, "before the pair was connected"},
+		{"path 0", 0, 1, true, "never retires"},
+		{"generation 2", 1, 2, true, ""},
+		{"generation 2 again", 1, 2, true, "out of date"},
+		{"generation 1", 1, 1, true, "out of date"},
+	} {
+		if tc.connected {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			berr := make(chan error, 1)
+			go func() { berr <- barrier2(ctx, trs[1], 0) }()
+			if err := errors.Join(barrier2(ctx, trs[0], 1), <-berr); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		}
+		rep := try(tc.socket, tc.gen)
+		switch {
+		case tc.want == "" && rep.Status != wire.ReplyAccept:
+			t.Errorf("%s: %s %q, want accepted", tc.name, rep.Status, rep.Reason)
+		case tc.want != "" && (rep.Status != wire.ReplyRefuse || !strings.Contains(rep.Reason, tc.want)):
+			t.Errorf("%s: %s %q, want refused with %q", tc.name, rep.Status, rep.Reason, tc.want)
+		}
+	}
+	if !strings.Contains(logs.String(), "out of date") {
+		t.Errorf("the refusals were not logged:\n%s", logs.String())
+	}
+}

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"net"
@@ -140,10 +141,12 @@ func (pr *peer) redialLoop(p *path, hold time.Duration) {
 		return
 	}
 	backoff := redialMin
+	var refused uint8 // a generation the listener refused (it may hold part of it)
 	for attempt := 0; ; attempt++ {
 		pr.mu.Lock()
 		last, _ := pr.lastGen(p.idx)
 		pr.mu.Unlock()
+		last = max(last, refused)
 		if last == wire.MaxGen {
 			t.log.Warn("tcp: path retired too often; not dialed again", "peer", pr.rank, "path", p.idx, "remote", p.remote)
 			return
@@ -151,6 +154,10 @@ func (pr *peer) redialLoop(p *path, hold time.Duration) {
 		err := pr.dialGen(p, last+1)
 		if err == nil {
 			return
+		}
+		var re *RefusedError
+		if errors.As(err, &re) {
+			refused = last + 1
 		}
 		if attempt == 0 {
 			t.log.Info("tcp: dialing a retired path again", "peer", pr.rank, "path", p.idx, "remote", p.remote, "err", err)
