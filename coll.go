@@ -10,7 +10,6 @@ import (
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
-	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // call is one collective call after argument checking. A uniform call
@@ -80,9 +79,10 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	if c.debug {
 		c.logOp(k, algo)
 	}
-	c.fp = wire.Fingerprint{Seq: c.seq, Coll: k.coll, DType: k.DT, Op: k.Op,
-		Root: int32(k.Root), Count: k.Digest}
+	// Field by field: a composite literal is built on the stack and then
+	// copied, and the copy's wide loads stall on its narrow stores.
 	fp := &c.fp
+	fp.Seq, fp.Coll, fp.DType, fp.Op, fp.Root, fp.Count = c.seq, k.coll, k.DT, k.Op, int32(k.Root), k.Digest
 	// A group call reads the clock once, at its end, unless it waits
 	// (groupArm) or is observed.
 	var now time.Time
@@ -90,7 +90,8 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	if !group || observed {
 		now = c.clock.Now()
 	}
-	c.cur = current{name: k.name, seq: c.seq, parent: parent, ctx: parent, fp: fp, start: now}
+	cur := &c.cur
+	cur.name, cur.seq, cur.parent, cur.ctx, cur.fp, cur.peer, cur.start = k.name, c.seq, parent, parent, fp, 0, now
 	// A group call that completes without waiting is recorded once, at its
 	// end (Recorder.Record); one that waits is begun by groupArm.
 	slot := -1
@@ -140,7 +141,7 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	}
 	if group {
 		if c.grp.slot < 0 {
-			c.rec.Record(k.name, fp, c.clock.Now(), oe)
+			c.rec.RecordAt(k.name, fp, c.clock.Since(), oe)
 		} else {
 			c.rec.EndAt(c.grp.slot, oe, c.clock.Now())
 		}

@@ -63,6 +63,7 @@ func (c *Comm) initGroup(t transport.Transport) {
 		}
 	}
 	c.grp.arm = groupArm{c}
+	c.rec.SetClock(c.clock)
 }
 
 // groupFits reports whether k runs as a group call: its collective has a

@@ -44,6 +44,9 @@ type Entry struct {
 	Start time.Time
 	End   time.Time
 	Err   string
+	// at is when an operation recorded by RecordAt ended, as its Clock's
+	// Since; Start and End are zero in the ring until read.
+	at time.Duration
 }
 
 // Clock tells the time from one wall-clock reading and the monotonic clock
@@ -65,6 +68,24 @@ func (c Clock) Now() time.Time {
 	return c.base.Add(time.Since(c.base))
 }
 
+// Since returns the time since the clock's base: one monotonic clock
+// read without time.Time's arithmetic, for a timestamp At turns into a
+// time later.
+func (c Clock) Since() time.Duration { return time.Since(c.origin()) }
+
+// At returns the time d after the clock's base.
+func (c Clock) At(d time.Duration) time.Time { return c.origin().Add(d) }
+
+func (c Clock) origin() time.Time {
+	if c.base.IsZero() {
+		return procBase
+	}
+	return c.base
+}
+
+// procBase is a zero Clock's base.
+var procBase = time.Now()
+
 // Size is the number of operations a Recorder keeps.
 const Size = 64
 
@@ -72,6 +93,7 @@ const Size = 64
 // End do not allocate (except End's error text).
 type Recorder struct {
 	mu      sync.Mutex
+	clock   Clock // RecordAt's times are its Since
 	ring    [Size]Entry
 	next    int // total recorded
 	last    int // the slot of the last collective recorded, -1 before any
@@ -94,7 +116,12 @@ func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int
 // returns its slot.
 func (r *Recorder) put(name string, fp *wire.Fingerprint, start time.Time) int {
 	slot := r.next % Size
-	r.ring[slot] = Entry{Seq: fp.Seq, Name: name, FP: *fp, State: Running, Start: start}
+	// Field by field: a composite literal would be built on the stack and
+	// copied, its wide loads stalling on its narrow stores.
+	e := &r.ring[slot]
+	e.Peer, e.Seq, e.Name, e.State = 0, fp.Seq, name, Running
+	e.FP.Seq, e.FP.Coll, e.FP.DType, e.FP.Op, e.FP.Root, e.FP.Count = fp.Seq, fp.Coll, fp.DType, fp.Op, fp.Root, fp.Count
+	e.Start, e.End, e.Err, e.at = start, time.Time{}, "", 0
 	r.next++
 	// Point-to-point calls are numbered per peer and direction: they are
 	// recorded, but the collective sequence is what Snapshot reports.
@@ -114,13 +141,34 @@ func (r *Recorder) BeginP2P(name string, fp *wire.Fingerprint, peer int, start t
 	return slot
 }
 
-// Record records an operation that ended, at end, before it was begun:
-// a small collective that completed without waiting is recorded once, in
-// one lock section, with its start taken as its end.
-func (r *Recorder) Record(name string, fp *wire.Fingerprint, end time.Time, err error) {
+// SetClock sets the clock RecordAt's times come from.
+func (r *Recorder) SetClock(c Clock) {
 	r.mu.Lock()
-	r.end(&r.ring[r.put(name, fp, end)], end, err)
+	r.clock = c
 	r.mu.Unlock()
+}
+
+// RecordAt records an operation that ended before it was begun: a small
+// collective that completed without waiting is recorded once, in one lock
+// section, with its start taken as its end. The end is given as the Since
+// of the recorder's clock (SetClock), which spares the hot path
+// time.Time's arithmetic; the readers of the ring convert it.
+func (r *Recorder) RecordAt(name string, fp *wire.Fingerprint, end time.Duration, err error) {
+	r.mu.Lock()
+	e := &r.ring[r.put(name, fp, time.Time{})]
+	e.at = end
+	r.end(e, time.Time{}, err)
+	r.mu.Unlock()
+}
+
+// entry returns the entry in slot i with its times filled in, under r.mu.
+func (r *Recorder) entry(i int) Entry {
+	e := r.ring[i]
+	if e.at != 0 && e.End.IsZero() {
+		e.Start = r.clock.At(e.at)
+		e.End = e.Start
+	}
+	return e
 }
 
 // Call renders an entry's call, e.g. "AllReduce(float32, 1024, sum)".
@@ -227,7 +275,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	defer r.mu.Unlock()
 	s := Snapshot{Entered: r.entered, Completed: r.done}
 	if r.colls > 0 && r.ring[r.last].FP.Coll != wire.CollSendRecv {
-		e := r.ring[r.last]
+		e := r.entry(r.last)
 		s.Call, s.State = e.Call(), e.State.String()
 		since := e.Start
 		if e.State != Running {
@@ -262,7 +310,7 @@ func (r *Recorder) Entries() []Entry {
 	n := min(r.next, Size)
 	out := make([]Entry, 0, n)
 	for i := r.next - n; i < r.next; i++ {
-		out = append(out, r.ring[i%Size])
+		out = append(out, r.entry(i%Size))
 	}
 	return out
 }

@@ -100,12 +100,15 @@ func TestRecorderP2P(t *testing.T) {
 // completed (or failed) like one begun and ended, and is found by CallOf.
 func TestRecorderRecord(t *testing.T) {
 	var r Recorder
-	at := NewClock().Now()
+	c := NewClock()
+	r.SetClock(c)
+	d := c.Since()
+	at := c.At(d)
 	fp := wire.Fingerprint{Seq: 1, Coll: sched.AllReduce, DType: reduce.Float32, Op: reduce.Sum, Count: 2}
-	r.Record("AllReduce", &fp, at, nil)
+	r.RecordAt("AllReduce", &fp, d, nil)
 	fp2 := fp
 	fp2.Seq = 2
-	r.Record("AllReduce", &fp2, at, errors.New("boom"))
+	r.RecordAt("AllReduce", &fp2, d, errors.New("boom"))
 	es := r.Entries()
 	if len(es) != 2 || es[0].State != Done || es[1].State != Failed || es[1].Err != "boom" {
 		t.Fatalf("entries %+v", es)
@@ -113,10 +116,24 @@ func TestRecorderRecord(t *testing.T) {
 	if !es[0].Start.Equal(at) || !es[0].End.Equal(at) {
 		t.Errorf("start %v end %v, want both %v", es[0].Start, es[0].End, at)
 	}
+	if dt := time.Since(es[0].End); dt < 0 || dt > time.Minute {
+		t.Errorf("recorded end is %v before now", dt)
+	}
 	if s := r.Snapshot(); s.Entered != 2 || s.Completed != 1 || s.State != "failed" {
 		t.Errorf("snapshot %+v", s)
 	}
 	if call, ok := r.CallOf(1); !ok || !strings.HasPrefix(call, "AllReduce(") {
 		t.Errorf("CallOf(1) = %q, %v", call, ok)
+	}
+	// A slot reused by Begin forgets the recorded end.
+	for i := range Size {
+		fp3 := fp
+		fp3.Seq = uint64(3 + i)
+		r.Begin("AllReduce", &fp3, c.Now())
+	}
+	for _, e := range r.Entries() {
+		if e.State != Running || !e.End.IsZero() || e.Start.IsZero() {
+			t.Fatalf("entry %+v after Begin over recorded slots", e)
+		}
 	}
 }
