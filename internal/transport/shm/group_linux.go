@@ -51,7 +51,11 @@ import (
 //
 // Waits are those of the rings: polling, then yielding, then a futex
 // sleep on the word awaited, counted in its owner's sleeper word so that
-// the owner issues FUTEX_WAKE only when someone sleeps. Before its first
+// the owner issues FUTEX_WAKE only when someone sleeps. The owner stores
+// a slot's sequence word without a fence (publishSeq) and checks for
+// sleepers on it after the fence of its done word, or before it sleeps or
+// fails itself (grFlush): one fenced store per call instead of two, and a
+// sleeper is woken at most one call's reading later. Before its first
 // sleep a call asks its caller for the context (transport.Deferred), and
 // then, like a ring wait, stops for a cancelled or expired context, a
 // local Abort or Close, a peer's abort or departure, or a peer process
@@ -68,6 +72,7 @@ type group struct {
 	last  [groupSlots]uint32 // the sequence number last written in each of this rank's slots
 	least uint32             // no other rank's done word is below this
 	ctx   context.Context    // the call's context once armed, else nil
+	pub   *uint32            // the sequence word this call published, until its sleepers were checked (grFlush)
 	ts    unix.Timespec
 	pfd   [1]unix.PollFd
 }
@@ -128,6 +133,27 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 	if err := t.grPublish(d, fp, s, mine); err != nil {
 		return err
 	}
+	if err := t.grCollect(d, fp, s, mine, in, out); err != nil {
+		t.grFlush()
+		return err
+	}
+	// The atomic store is the fence that orders the slot's sequence word
+	// too before the sleeper check.
+	done := t.grWord(t.me, grDone)
+	atomic.StoreUint32(done, s)
+	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
+		futexWakeAll(g.pub)
+		futexWakeAll(done)
+	}
+	g.pub = nil
+	return nil
+}
+
+// grCollect reads the slots call s needs once this rank published its own
+// (mine) and leaves the result in out.
+func (t *Transport) grCollect(d transport.Deferred, fp *wire.Fingerprint, s uint32, mine, in, out []byte) error {
+	g := t.grp
+	root := int(fp.Root)
 	var err error
 	own := t.grSlot(t.me, s)[groupHdr : groupHdr+len(mine)]
 	switch fp.Coll {
@@ -191,15 +217,22 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 			}
 		}
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// grFlush makes sure a process asleep on the sequence word this call
+// published is woken: publishSeq checked no sleepers. It runs before this
+// rank sleeps and when its call fails.
+func (t *Transport) grFlush() {
+	g := t.grp
+	if g.pub == nil {
+		return
 	}
-	done := t.grWord(t.me, grDone)
-	atomic.StoreUint32(done, s)
+	atomic.StoreUint32(g.pub, atomic.LoadUint32(g.pub)) // the fence
 	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
-		futexWakeAll(done)
+		futexWakeAll(g.pub)
 	}
-	return nil
+	g.pub = nil
 }
 
 // grLengths reports whether a group call's buffers have the lengths its
@@ -285,11 +318,9 @@ func (t *Transport) grPublish(d transport.Deferred, fp *wire.Fingerprint, s uint
 	binary.LittleEndian.PutUint64(b[16:], uint64(fp.Count))
 	copy(b[groupHdr:], p)
 	word := t.grWord(t.me, grSlots+int(i)*groupSlotBytes)
-	atomic.StoreUint32(word, s)
+	publishSeq(word, s)
 	g.last[i] = s
-	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
-		futexWakeAll(word)
-	}
+	g.pub = word
 	return nil
 }
 
@@ -304,9 +335,12 @@ func (t *Transport) grRead(d transport.Deferred, fp *wire.Fingerprint, q int, s 
 		}
 	}
 	got := uint64(binary.LittleEndian.Uint32(b[4:]))
-	remote := wire.Fingerprint{Seq: fp.Seq, Coll: sched.Coll(b[8]), DType: reduce.DType(b[9]), Op: reduce.Op(b[10]),
-		Root: int32(binary.LittleEndian.Uint32(b[12:])), Count: int64(binary.LittleEndian.Uint64(b[16:]))}
-	if remote != *fp || got != uint64(n) {
+	// Field by field: a Fingerprint built from the bytes and compared
+	// whole would be loaded wide from its own narrow stores.
+	if sched.Coll(b[8]) != fp.Coll || reduce.DType(b[9]) != fp.DType || reduce.Op(b[10]) != fp.Op ||
+		int32(binary.LittleEndian.Uint32(b[12:])) != fp.Root || int64(binary.LittleEndian.Uint64(b[16:])) != fp.Count || got != uint64(n) {
+		remote := wire.Fingerprint{Seq: fp.Seq, Coll: sched.Coll(b[8]), DType: reduce.DType(b[9]), Op: reduce.Op(b[10]),
+			Root: int32(binary.LittleEndian.Uint32(b[12:])), Count: int64(binary.LittleEndian.Uint64(b[16:]))}
 		return nil, mismatch(t.local[q], fp, &remote, got, n)
 	}
 	return b[groupHdr : groupHdr+n], nil
@@ -342,6 +376,7 @@ func (t *Transport) grAwait(d transport.Deferred, q int, word *uint32, want uint
 		}
 	}
 	g := t.grp
+	t.grFlush()
 	if g.ctx == nil {
 		g.ctx = d.Arm()
 	}

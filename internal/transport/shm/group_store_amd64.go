@@ -1,0 +1,12 @@
+//go:build linux
+
+package shm
+
+// publishSeq stores a slot's sequence word after the slot's other bytes.
+// On amd64 a plain store is a release store (stores are not reordered with
+// stores), so it spares the full fence of an atomic store (XCHG), which
+// waits for the store buffer to drain and for the line to arrive from the
+// core polling it. The sleeper check it would order is done later, after
+// the fence of the call's done word or before this rank sleeps
+// (grFlush).
+func publishSeq(p *uint32, v uint32) { *p = v }

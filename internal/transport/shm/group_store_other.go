@@ -1,0 +1,9 @@
+//go:build linux && !amd64
+
+package shm
+
+import "sync/atomic"
+
+// publishSeq stores a slot's sequence word after the slot's other bytes,
+// with release order; see the amd64 version.
+func publishSeq(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
