@@ -141,7 +141,7 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	}
 	if group {
 		if c.grp.slot < 0 {
-			c.rec.RecordAt(k.name, fp, c.clock.Since(), oe)
+			c.rec.Record(k.name, fp, oe)
 		} else {
 			c.rec.EndAt(c.grp.slot, oe, c.clock.Now())
 		}

@@ -44,8 +44,9 @@ type Entry struct {
 	Start time.Time
 	End   time.Time
 	Err   string
-	// at is when an operation recorded by RecordAt ended, as its Clock's
-	// Since; Start and End are zero in the ring until read.
+	// at is when an operation recorded by Record ended, as the Since of
+	// the recorder's clock, once stamped; Start and End are zero in the
+	// ring until read.
 	at time.Duration
 }
 
@@ -93,7 +94,10 @@ const Size = 64
 // End do not allocate (except End's error text).
 type Recorder struct {
 	mu      sync.Mutex
-	clock   Clock // RecordAt's times are its Since
+	clock   Clock       // Record's times are its Since
+	pending int         // the last entries, recorded by Record, have no time yet
+	ticking bool        // tick is armed
+	tick    *time.Timer // stamps the pending entries every stampEvery while there are any
 	ring    [Size]Entry
 	next    int // total recorded
 	last    int // the slot of the last collective recorded, -1 before any
@@ -115,6 +119,10 @@ func (r *Recorder) Begin(name string, fp *wire.Fingerprint, start time.Time) int
 // put records operation fp.Seq as running from start, under r.mu, and
 // returns its slot.
 func (r *Recorder) put(name string, fp *wire.Fingerprint, start time.Time) int {
+	if r.pending > 0 && !start.IsZero() {
+		// What was recorded before ended before this started.
+		r.stamp(start.Sub(r.clock.origin()))
+	}
 	slot := r.next % Size
 	// Field by field: a composite literal would be built on the stack and
 	// copied, its wide loads stalling on its narrow stores.
@@ -141,30 +149,70 @@ func (r *Recorder) BeginP2P(name string, fp *wire.Fingerprint, peer int, start t
 	return slot
 }
 
-// SetClock sets the clock RecordAt's times come from.
+// SetClock sets the clock Record's times come from.
 func (r *Recorder) SetClock(c Clock) {
 	r.mu.Lock()
 	r.clock = c
 	r.mu.Unlock()
 }
 
-// RecordAt records an operation that ended before it was begun: a small
+// stampEvery is how often a Recorder stamps the operations Record
+// recorded without a time: their recorded end is late by up to this much
+// (and by how late the process runs its timers).
+const stampEvery = 10 * time.Millisecond
+
+// Record records an operation that ended before it was begun: a small
 // collective that completed without waiting is recorded once, in one lock
-// section, with its start taken as its end. The end is given as the Since
-// of the recorder's clock (SetClock), which spares the hot path
-// time.Time's arithmetic; the readers of the ring convert it.
-func (r *Recorder) RecordAt(name string, fp *wire.Fingerprint, end time.Duration, err error) {
+// section, with its start taken as its end. A successful one is recorded
+// without reading the clock, which would be a sixth of its cost: the
+// recorder stamps such operations with the time when it next reads the
+// clock anyway (Begin, a reader of the ring) or, while there are any
+// unstamped, every stampEvery, so their time is late by at most that.
+func (r *Recorder) Record(name string, fp *wire.Fingerprint, err error) {
 	r.mu.Lock()
 	e := &r.ring[r.put(name, fp, time.Time{})]
-	e.at = end
+	r.pending++
 	r.end(e, time.Time{}, err)
+	switch {
+	case err != nil:
+		// Failures are rare and what a report is about: their time is exact.
+		r.stamp(r.clock.Since())
+	case !r.ticking:
+		r.ticking = true
+		if r.tick == nil {
+			r.tick = time.AfterFunc(stampEvery, r.tock)
+		} else {
+			r.tick.Reset(stampEvery)
+		}
+	}
 	r.mu.Unlock()
+}
+
+// tock stamps the pending entries, and stops ticking once none came in a
+// period.
+func (r *Recorder) tock() {
+	r.mu.Lock()
+	if r.pending > 0 {
+		r.stamp(r.clock.Since())
+		r.tick.Reset(stampEvery)
+	} else {
+		r.ticking = false
+	}
+	r.mu.Unlock()
+}
+
+// stamp gives the pending entries the end at, under r.mu.
+func (r *Recorder) stamp(at time.Duration) {
+	for i := max(r.next-r.pending, r.next-Size, 0); i < r.next; i++ {
+		r.ring[i%Size].at = at
+	}
+	r.pending = 0
 }
 
 // entry returns the entry in slot i with its times filled in, under r.mu.
 func (r *Recorder) entry(i int) Entry {
 	e := r.ring[i]
-	if e.at != 0 && e.End.IsZero() {
+	if e.End.IsZero() && e.State != Running {
 		e.Start = r.clock.At(e.at)
 		e.End = e.Start
 	}
@@ -273,6 +321,9 @@ func (r *Recorder) Find(seq uint64) (string, wire.Fingerprint, bool) {
 func (r *Recorder) Snapshot() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pending > 0 {
+		r.stamp(r.clock.Since())
+	}
 	s := Snapshot{Entered: r.entered, Completed: r.done}
 	if r.colls > 0 && r.ring[r.last].FP.Coll != wire.CollSendRecv {
 		e := r.entry(r.last)
@@ -307,6 +358,9 @@ func (r *Recorder) Snapshot() Snapshot {
 func (r *Recorder) Entries() []Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pending > 0 {
+		r.stamp(r.clock.Since())
+	}
 	n := min(r.next, Size)
 	out := make([]Entry, 0, n)
 	for i := r.next - n; i < r.next; i++ {
