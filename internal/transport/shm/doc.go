@@ -20,7 +20,7 @@
 //
 // The segment starts with a header page (magic, version, geometry, creator
 // pid, attachment counter), followed by one page per local rank (pid, state
-// flags, abort reason), the group area (three pages per local rank: slots
+// flags, abort reason), the group area (ten pages per local rank: slots
 // for small collectives run without messages, see [Transport.GroupRun])
 // and one ring per ordered pair of local ranks. A ring
 // is a control page, Slots entries of 128 bytes and Slots slots of

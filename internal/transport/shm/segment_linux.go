@@ -23,7 +23,7 @@ import (
 // of the named block.
 const (
 	segMagic   = 0x4d48_535f_4d4d_4f43 // "COMM_SHM" read as little endian
-	segVersion = 3
+	segVersion = 4
 
 	pageSize = 4096
 	lineSize = 128 // two cache lines, so adjacent-line prefetch shares nothing
@@ -54,14 +54,14 @@ const (
 	rcBroken   = 3 * lineSize
 
 	// Group area: one block per local rank (see group_linux.go).
-	grDone         = 0            // uint32: the last group call this rank finished
-	grSleepers     = lineSize     // uint32: processes asleep on this rank's words
-	grSlots        = 2 * lineSize // groupSlots slots of groupSlotBytes
-	groupSlots     = 8            // slots per rank, used round robin by sequence
-	groupHdr       = 32           // slot header: sequence, length, fingerprint
-	groupMax       = 1024         // largest contribution
-	groupSlotBytes = 1152         // header and payload, whole 128-byte lines
-	groupBlock     = 3 * pageSize // grSlots + groupSlots*groupSlotBytes, in whole pages
+	grDone         = 0             // uint32: the last group call this rank finished
+	grSleepers     = lineSize      // uint32: processes asleep on this rank's words
+	grSlots        = 2 * lineSize  // groupSlots slots of groupSlotBytes
+	groupSlots     = 32            // slots per rank, used round robin by sequence
+	groupHdr       = 32            // slot header: sequence, length, fingerprint
+	groupMax       = 1024          // largest contribution
+	groupSlotBytes = 1152          // header and payload, whole 128-byte lines
+	groupBlock     = 10 * pageSize // grSlots + groupSlots*groupSlotBytes, in whole pages
 
 	maxLocal     = 4096
 	maxSlotBytes = 1 << 30
