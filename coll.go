@@ -83,8 +83,8 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 	// copied, and the copy's wide loads stall on its narrow stores.
 	fp := &c.fp
 	fp.Seq, fp.Coll, fp.DType, fp.Op, fp.Root, fp.Count = c.seq, k.coll, k.DT, k.Op, int32(k.Root), k.Digest
-	// A group call reads the clock once, at its end, unless it waits
-	// (groupArm) or is observed.
+	// A group call reads no clock unless it waits (groupArm) or is
+	// observed: the flight recorder stamps it later (Recorder.Record).
 	var now time.Time
 	observed := c.set.observer != nil || rtrace.IsEnabled()
 	if !group || observed {
