@@ -26,10 +26,11 @@ import (
 // taking a core for the bytes read (b·β each) and reduced (b·γ).
 
 // SlotMax is the largest contribution of a rank to a group call (shm's
-// groupMax), SlotCount the slots each rank uses round robin.
+// groupMax), SlotCount the slots each rank uses round robin (shm's
+// groupSlots; a test in the shm package holds the two equal).
 const (
 	SlotMax   = 1024
-	SlotCount = 8
+	SlotCount = 32
 )
 
 // SlotAlgo names the group path where an algorithm is reported (as the

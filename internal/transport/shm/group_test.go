@@ -18,6 +18,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/sim"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -538,5 +539,13 @@ func TestGroupRootRunsAhead(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("root: %v", err)
+	}
+}
+
+// TestSimSlotsMatch: the simulator's model of group calls uses as many
+// slots per rank and as large a contribution as this transport does.
+func TestSimSlotsMatch(t *testing.T) {
+	if sim.SlotCount != groupSlots || sim.SlotMax != groupMax {
+		t.Fatalf("sim models %d slots of %d bytes per rank; shm has %d of %d", sim.SlotCount, sim.SlotMax, groupSlots, groupMax)
 	}
 }
