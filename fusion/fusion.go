@@ -296,7 +296,13 @@ func (g *Grad) Ready() error { return g.g.Ready(nil) }
 // ReadyAfter is Ready for a tensor that will be final once e's current
 // record completes (see hcomm.Stream.WaitEvent): the caller need not wait
 // for it; the bucket's reduction waits on the Bucketer's stream instead.
-func (g *Grad) ReadyAfter(e *hcomm.Event) error { return g.g.Ready(ifusion.Root.Event(e)) }
+// A nil e is Ready.
+func (g *Grad) ReadyAfter(e *hcomm.Event) error {
+	if e == nil {
+		return g.Ready()
+	}
+	return g.g.Ready(ifusion.Root.Event(e))
+}
 
 // Event returns the event that completes when the tensor's reduction of
 // the current step is complete. It is re-armed (Reset) at the end of every

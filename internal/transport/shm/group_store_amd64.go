@@ -8,5 +8,9 @@ package shm
 // waits for the store buffer to drain and for the line to arrive from the
 // core polling it. The sleeper check it would order is done later, after
 // the fence of the call's done word or before this rank sleeps
-// (grFlush).
-func publishSeq(p *uint32, v uint32) { *p = v }
+// (grFlush). It is written in assembly so that the compiler, which Go's
+// memory model does not forbid to move a plain store, keeps it after the
+// slot's other stores: a call it cannot see into is a barrier to it.
+//
+//go:noescape
+func publishSeq(p *uint32, v uint32)

@@ -25,6 +25,20 @@ func queued(t *testing.T, nc net.Conn) int {
 	return n
 }
 
+// sockInt reads an integer socket option of nc at SOL_SOCKET.
+func sockInt(nc net.Conn, opt int) (int, error) {
+	raw, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	cerr := raw.Control(func(fd uintptr) { v, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt) })
+	if cerr != nil {
+		return 0, cerr
+	}
+	return v, err
+}
+
 // TestCloseWithUnreadData: a rank that closes with data from its peer
 // still unread must not reset the connection, which would throw away the
 // tail of its own last message, still in its socket's send buffer while
@@ -52,7 +66,14 @@ func TestCloseWithUnreadData(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	const n = 4 << 20
+	// As large as rank 0's send buffer holds (the kernel caps the size
+	// asked for at net.core.wmem_max), so the Send returns before rank 1
+	// reads while most of the message still waits in that buffer.
+	sndbuf, err := sockInt(c0.nc, unix.SO_SNDBUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := min(4<<20, sndbuf/2)
 	out, in := make([]byte, n), make([]byte, n)
 	fill(out, 0, 2)
 	fp = fpFor(2, n)

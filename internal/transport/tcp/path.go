@@ -337,9 +337,11 @@ func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (ui
 // Paths of one pair are alike in latency; a path that takes this much
 // longer than another to accept a connection does not reach the peer (an
 // address it cannot route to, or a link that drops its packets), and
-// waiting for pathProbeTimeout would cost every pair that long.
+// waiting for pathProbeTimeout would cost every pair that long. The grace
+// outlasts Linux's first SYN retransmission (1 s), so one lost connection
+// request does not cost a pair that path for the whole job.
 const (
-	pathGrace      = 250 * time.Millisecond
+	pathGrace      = 1500 * time.Millisecond
 	pathGraceTimes = 4
 	// pathSettle is a second, short wait after pathGrace, so that the
 	// answers of connections that completed while this process waited
@@ -394,6 +396,11 @@ func probePaths(ctx context.Context, addrs []string) []error {
 		select {
 		case a := <-answers:
 			left--
+			if a.err != nil && grace != nil && errors.Is(a.err, context.DeadlineExceeded) {
+				// The probe's own bound ran out first (the answer that
+				// started the grace came late): it did not answer either.
+				a.err = errNoAnswer
+			}
 			errsAt[a.i], pending[a.i] = a.err, false
 			if a.err == nil && grace == nil {
 				grace = time.NewTimer(max(pathGrace, pathGraceTimes*time.Since(start)))

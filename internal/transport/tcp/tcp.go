@@ -1066,6 +1066,7 @@ func (pr *peer) closeConns() {
 		}
 	}
 	for _, c := range pr.genConns(nil) {
+		discardQueued(c.nc)
 		c.nc.Close()
 	}
 }
