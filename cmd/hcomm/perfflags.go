@@ -244,7 +244,7 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 	fs.IntVar(&pc.n, "n", 2, "number of ranks (processes started through hcomm run, or goroutines with -local)")
 	fs.BoolVar(&pc.local, "local", false, "run the ranks as goroutines of this process instead of separate processes")
 	fs.StringVar(&pc.trans, "transport", "", "force the transport between processes: shm or tcp (HCOMM_TRANSPORT)")
-	fs.StringVar(&ops, "op", "allreduce", "collective(s), comma-separated, or all: "+strings.Join(perfOps, ","))
+	fs.StringVar(&ops, "op", "allreduce", "collective(s), comma-separated, or all: "+strings.Join(perfOps, ",")+"; also (not in all): "+strings.Join(extraOps(), ","))
 	fs.StringVar(&minB, "b", "8", "smallest size (bytes; K/M/G suffixes)")
 	fs.StringVar(&maxB, "e", "64M", "largest size")
 	fs.Int64Var(&pc.factor, "f", 4, "size multiplication factor between rows")
@@ -381,4 +381,17 @@ func (pc *perfConfig) points() int {
 		n += len(pc.sizes(op))
 	}
 	return n * len(pc.modes) * len(pc.algos)
+}
+
+// extraOps lists the operations -op takes beyond the collectives of "all",
+// sorted.
+func extraOps() []string {
+	var extra []string
+	for name := range benchOps {
+		if !slices.Contains(perfOps, name) {
+			extra = append(extra, name)
+		}
+	}
+	slices.Sort(extra)
+	return extra
 }

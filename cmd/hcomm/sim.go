@@ -153,7 +153,8 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 				best, bestT = a.Name, r.Time
 			}
 		}
-		if *algoNames == "" && sim.SlotFits(topo, coll, *n, size) {
+		slots := *algoNames == "" && sim.SlotFits(topo, coll, *n, size)
+		if slots {
 			// The library runs this call as a group call, whatever
 			// the schedules would take.
 			r, err := sim.Slots(topo, coll, *n, size, sim.Options{})
@@ -164,7 +165,11 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  %12s runs as: %s (a group call through shared-memory slots, not a schedule)\n", "", r.Algo)
 		}
 		if len(algos) > 1 && best != "" {
-			fmt.Fprintf(stdout, "  %12s fastest: %s\n", "", best)
+			if slots {
+				fmt.Fprintf(stdout, "  %12s fastest schedule: %s (not run: the group call is)\n", "", best)
+			} else {
+				fmt.Fprintf(stdout, "  %12s fastest: %s\n", "", best)
+			}
 		}
 	}
 	for _, a := range algos {
