@@ -337,11 +337,11 @@ func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (ui
 // Paths of one pair are alike in latency; a path that takes this much
 // longer than another to accept a connection does not reach the peer (an
 // address it cannot route to, or a link that drops its packets), and
-// waiting for pathProbeTimeout would cost every pair that long. The grace
-// outlasts Linux's first SYN retransmission (1 s), so one lost connection
-// request does not cost a pair that path for the whole job.
+// waiting for pathProbeTimeout would cost every pair that long. (The
+// grace is shorter than Linux's first SYN retransmission, 1 s: a path
+// whose first connection request is lost is dropped for the job.)
 const (
-	pathGrace      = 1500 * time.Millisecond
+	pathGrace      = 250 * time.Millisecond
 	pathGraceTimes = 4
 	// pathSettle is a second, short wait after pathGrace, so that the
 	// answers of connections that completed while this process waited
