@@ -107,21 +107,11 @@ func (c *Comm) watchNotice(ctx context.Context) {
 // operations, with sequence numbers, calls, states and timings — to w.
 func (c *Comm) WriteState(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "hcomm: communicator %s rank %d of %d, state %s\n%s",
-		c.id, c.rank, c.size, c.stateName(), c.rec.Format())
+		c.id, c.rank, c.size, &c.state, c.rec.Format())
 	for _, p := range boot.NetPaths(c.t, c.size) {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "  tcp %v\n", p)
 		}
 	}
 	return err
-}
-
-func (c *Comm) stateName() string {
-	switch c.state.Load() {
-	case stateOK:
-		return "ok"
-	case stateClosed:
-		return "closed"
-	}
-	return "failed"
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -26,18 +25,7 @@ func twoRankPaths(t *testing.T, nsocks int, extra ...string) ([]*Transport, *syn
 		lns[r] = ln
 	}
 	addrs := []string{lns[0].Addr().String(), strings.Join(append([]string{lns[1].Addr().String()}, extra...), ",")}
-	trs := make([]*Transport, 2)
-	for r := range trs {
-		tr, err := New(Config{Rank: r, Size: 2, Token: testToken, CommID: testCommID,
-			Listener: lns[r], Addrs: addrs, NSocks: nsocks, ConnectTimeout: 20 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs[r] = tr
-		t.Cleanup(func() { tr.Close() })
-	}
-	return trs, logs
+	return pathTransports(t, lns[:], addrs, nsocks, 20*time.Second, logs), logs
 }
 
 // checkPair connects the two ranks, moves a large and a small message

@@ -42,10 +42,18 @@ func multiPathWorldWrap(t *testing.T, size, nsocks int, wrap func(int, net.Liste
 			lns[r] = wrap(r, ln)
 		}
 	}
-	trs := make([]*Transport, size)
-	for r := range size {
-		tr, err := New(Config{Rank: r, Size: size, Token: testToken, CommID: testCommID,
-			Listener: lns[r], Addrs: addrs, NSocks: nsocks, ConnectTimeout: 10 * time.Second,
+	return pathTransports(t, lns, addrs, nsocks, 10*time.Second, logs), logs
+}
+
+// pathTransports makes one transport per listener, rank r listening on
+// lns[r] and every rank publishing addrs, logging to logs; they are closed
+// when the test ends.
+func pathTransports(t *testing.T, lns []net.Listener, addrs []string, nsocks int, connect time.Duration, logs *syncBuffer) []*Transport {
+	t.Helper()
+	trs := make([]*Transport, len(lns))
+	for r := range trs {
+		tr, err := New(Config{Rank: r, Size: len(lns), Token: testToken, CommID: testCommID,
+			Listener: lns[r], Addrs: addrs, NSocks: nsocks, ConnectTimeout: connect,
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +61,7 @@ func multiPathWorldWrap(t *testing.T, size, nsocks int, wrap func(int, net.Liste
 		trs[r] = tr
 		t.Cleanup(func() { tr.Close() })
 	}
-	return trs, logs
+	return trs
 }
 
 // TestMultiPath moves messages of every size class between two ranks over
