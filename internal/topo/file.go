@@ -234,7 +234,9 @@ func checkRanks(f *File) error {
 //
 // A host's ranks are a list in CPU-list form ("0-3,8"); "slots N" gives it
 // the N ranks after the highest rank of the hosts above it. NAME
-// is a host name, an address of the host, or any label. SPEED is in
+// is a host name, an address of the host, or any label; but when some
+// NAME of a file is a name or address of a rank's host, every NAME must be
+// (Build). SPEED is in
 // Gbit/s, with an optional unit: "100", "25gbit", "400mbit".
 func ParseFile(b []byte) (*File, error) {
 	f := &File{}

@@ -162,6 +162,19 @@ func (t *Topology) place(cards []Card, f *File) error {
 		}
 		t.Hosts = append(t.Hosts, host)
 	}
+	// A file that names some hosts as the ranks know them must name
+	// them all so: a name no rank answers to is then a host that is not
+	// in the job (or a typo), not a label. A file of labels only (a rank
+	// table whose server_id is the address of a container's host, say)
+	// places ranks by its grouping alone.
+	if slices.ContainsFunc(f.Hosts, func(fh FileHost) bool { return known[fh.Name] }) {
+		for _, fh := range f.Hosts {
+			if !known[fh.Name] {
+				return errorf(src, "host %s is not a host of this job: no rank runs on a host of that name or address (hosts are %s)",
+					fh.Name, strings.Join(jobHosts(cards), ", "))
+			}
+		}
+	}
 	var missing []int
 	for r, h := range where {
 		if h < 0 {
@@ -201,6 +214,23 @@ func identities(c Card) []string {
 		ids = append(ids, c.Hostname)
 	}
 	return append(ids, c.Addrs...)
+}
+
+// jobHosts names the job's hosts as the ranks know them, in order of
+// their lowest rank, at most 8.
+func jobHosts(cards []Card) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cards {
+		if !seen[c.Host] {
+			seen[c.Host] = true
+			out = append(out, shortHost(c.Host))
+		}
+	}
+	if len(out) > 8 {
+		out = append(out[:8], fmt.Sprintf("and %d more", len(out)-8))
+	}
+	return out
 }
 
 func describeHost(c Card) string {

@@ -140,6 +140,7 @@ func TestBuildContradictions(t *testing.T) {
 		{"merged hosts", []int{0, 0, 1, 1}, "host a ranks 0-3\n", "ranks 0 and 2 are placed on host a but run on different hosts"},
 		{"wrong host", []int{0, 0, 1, 1}, "host h1 ranks 0-1\nhost h0 ranks 2-3\n", "rank 0 is placed on host h1 but runs on h0"},
 		{"wrong address", []int{0, 0, 1, 1}, "host 10.0.0.2 ranks 0-1\nhost x ranks 2-3\n", "rank 0 is placed on host 10.0.0.2"},
+		{"unknown host", []int{0, 0, 1, 1}, "host h0 ranks 0-1\nhost h7 ranks 2-3\n", "host h7 is not a host of this job"},
 		{"unknown nic", []int{0, 0, 1, 1}, "host h0 ranks 0-1 nic ib0\nhost h1 ranks 2-3\n", `names NIC "ib0"`},
 	}
 	for _, tt := range tests {

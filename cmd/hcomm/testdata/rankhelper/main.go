@@ -7,6 +7,7 @@
 //	token          print token=HCOMM_TOKEN
 //	procs          print gomaxprocs=N (runtime.GOMAXPROCS)
 //	getenv=NAME    print NAME=VALUE
+//	setenv=NAME=V  set the environment variable NAME to V
 //	cpus           print cpus=LIST, the process's Cpus_allowed_list
 //	threads        print threads=LIST;LIST;..., the distinct
 //	               Cpus_allowed_list of its threads, sorted
@@ -97,6 +98,9 @@ func do(rank int, action string) error {
 		fmt.Printf("gomaxprocs=%d\n", runtime.GOMAXPROCS(0))
 	case "getenv":
 		fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
+	case "setenv":
+		k, v, _ := strings.Cut(arg, "=")
+		return os.Setenv(k, v)
 	case "cpus":
 		l, err := allowedList("/proc/self/status")
 		if err != nil {
