@@ -52,7 +52,7 @@ func TestTopoJob(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
-	for _, want := range []string{"4 ranks on 2 hosts (from discovery)", "host a: ranks 0-1", "host b: ranks 2-3", "(2 host crossings", "rail 0: ranks 0 2"} {
+	for _, want := range []string{"4 ranks on 2 hosts (from discovery)", "host a: ranks 0-1", "host b: ranks 2-3", "(2 host crossings", "rail 0: ranks 0 2", "hosts a, b share one kernel"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}

@@ -1,6 +1,9 @@
 package boot
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -24,6 +27,28 @@ func TestMachineAndHostID(t *testing.T) {
 	if yieldSetting(true) <= 0 || yieldSetting(false) >= 0 {
 		t.Error("yieldSetting does not force the decision")
 	}
+}
+
+// TestHostIDNamespaces: a process in another network namespace of this
+// machine is another host (its own network stack) on the same kernel.
+func TestHostIDNamespaces(t *testing.T) {
+	if os.Getenv("HCOMM_TEST_HOSTID_CHILD") != "" {
+		fmt.Printf("host=%s\nmachine=%s\n", HostID(""), MachineID())
+		return
+	}
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 || MachineID() == "" {
+		t.Skip("needs Linux, root and a boot id")
+	}
+	cmd := exec.Command("unshare", "--net", os.Args[0], "-test.run=^TestHostIDNamespaces$")
+	cmd.Env = append(os.Environ(), "HCOMM_TEST_HOSTID_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Skipf("unshare --net: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "host="+HostID("")+"\n") && strings.Contains(string(out), "machine="+MachineID()+"\n") {
+		return
+	}
+	t.Errorf("in a new network namespace: %s\nhere: host=%s machine=%s (want another host, the same machine)", out, HostID(""), MachineID())
 }
 
 func TestProcs(t *testing.T) {

@@ -40,6 +40,12 @@ type Host struct {
 	NICs  []NIC
 	// DataNIC is the interface the host's lowest rank sends data on.
 	DataNIC string
+	// Machine is the kernel boot id of the host's lowest rank ("" when
+	// unknown). Hosts are memory and network domains (HostID: host name,
+	// network namespace, boot id); network namespaces or containers of one
+	// machine are hosts of their own that share its kernel and CPUs
+	// (SharedMachines).
+	Machine string
 }
 
 // Links are the speeds of the link classes in Gbit/s; 0 means unknown.
@@ -85,7 +91,7 @@ func Build(cards []Card, f *File) (*Topology, error) {
 	for h := range t.Hosts {
 		host := &t.Hosts[h]
 		first := cards[host.Ranks[0]]
-		host.Nodes, host.NICs, host.DataNIC = first.Nodes, first.NICs, first.DataNIC
+		host.Nodes, host.NICs, host.DataNIC, host.Machine = first.Nodes, first.NICs, first.DataNIC, first.Machine
 		for i, r := range host.Ranks {
 			t.Ranks[r] = Rank{Host: h, Local: i, NUMA: cards[r].NUMA, CPUs: cards[r].CPUs}
 		}
@@ -257,6 +263,32 @@ func (t *Topology) InterGbps() float64 {
 	return float64(slowest) / 1000
 }
 
+// SharedMachines returns the groups of hosts (indexes into Hosts, in
+// order) that run on one kernel — the same boot id — when there are any:
+// network namespaces or containers of one machine, which the job treats as
+// hosts of their own (each with its own network stack; shared memory only
+// within one) but whose ranks share the machine's CPUs.
+func (t *Topology) SharedMachines() [][]int {
+	by := map[string][]int{}
+	var order []string
+	for h, host := range t.Hosts {
+		if host.Machine == "" {
+			continue
+		}
+		if _, ok := by[host.Machine]; !ok {
+			order = append(order, host.Machine)
+		}
+		by[host.Machine] = append(by[host.Machine], h)
+	}
+	var out [][]int
+	for _, m := range order {
+		if len(by[m]) > 1 {
+			out = append(out, by[m])
+		}
+	}
+	return out
+}
+
 // Size returns the number of ranks.
 func (t *Topology) Size() int { return len(t.Ranks) }
 
@@ -389,6 +421,17 @@ func (t *Topology) Format(w io.Writer) {
 			}
 			fmt.Fprintf(w, "  rank %d: local %d, numa %s, cpus %s\n", r, rk.Local, numa, FormatCPUList(rk.CPUs))
 		}
+	}
+	for _, hs := range t.SharedMachines() {
+		names := make([]string, len(hs))
+		ranks := 0
+		for i, h := range hs {
+			names[i] = t.Hosts[h].Name
+			ranks += len(t.Hosts[h].Ranks)
+		}
+		m := t.Hosts[hs[0]].Machine
+		fmt.Fprintf(w, "hosts %s share one kernel (boot id %.8s): namespaces or containers of one machine, %d ranks on its CPUs\n",
+			strings.Join(names, ", "), m, ranks)
 	}
 	ring := t.RingOrder()
 	fmt.Fprintf(w, "ring: %s (%d host crossings; rank order crosses %d)\n", joinInts(ring, " "), t.Crossings(ring), t.Crossings(identity(len(ring))))

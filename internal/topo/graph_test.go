@@ -56,12 +56,40 @@ func TestBuildDiscovery(t *testing.T) {
 	if topo.Flat() {
 		t.Error("2 hosts × 3 ranks is flat")
 	}
+	if got := topo.SharedMachines(); got != nil {
+		t.Errorf("hosts of different machines share a kernel: %v", got)
+	}
 	var sb strings.Builder
 	topo.Format(&sb)
 	for _, want := range []string{"6 ranks on 2 hosts", "ring: 0 4 2 1 5 3 (2 host crossings; rank order crosses 6)", "nic eth0: 10000 Mb/s"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("Format lacks %q:\n%s", want, sb.String())
 		}
+	}
+}
+
+// TestSharedMachines: namespaces of one machine (one boot id, network
+// namespaces of their own) are hosts of their own that share a kernel.
+func TestSharedMachines(t *testing.T) {
+	cards := cardsOn([]int{0, 0, 1, 1, 2, 2})
+	for r := range cards {
+		// Hosts h0 and h2 are namespaces of machine m1, h1 runs alone.
+		cards[r].Machine = []string{"m1-boot-id", "m2-boot-id", "m1-boot-id"}[r/2]
+	}
+	topo, err := Build(cards, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.Hosts) != 3 || topo.Level(0, 4) != Remote {
+		t.Fatalf("namespaces of one machine are not hosts of their own: %d hosts, level %v", len(topo.Hosts), topo.Level(0, 4))
+	}
+	if got := topo.SharedMachines(); !reflect.DeepEqual(got, [][]int{{0, 2}}) {
+		t.Errorf("SharedMachines = %v, want [[0 2]]", got)
+	}
+	var sb strings.Builder
+	topo.Format(&sb)
+	if want := "hosts h0/net:[1]/boot, h2/net:[1]/boot share one kernel (boot id m1-boot-): namespaces or containers of one machine, 4 ranks on its CPUs"; !strings.Contains(sb.String(), want) {
+		t.Errorf("Format lacks %q:\n%s", want, sb.String())
 	}
 }
 
