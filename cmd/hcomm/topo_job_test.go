@@ -17,15 +17,11 @@ var (
 	hcommErr  error
 )
 
-// buildHcomm builds this command once for tests that launch it.
+// buildHcomm builds this command once for tests that launch it, beside
+// the rank helper (TestMain removes both).
 func buildHcomm(t *testing.T) string {
 	hcommOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hcomm-topo-test-")
-		if err != nil {
-			hcommErr = err
-			return
-		}
-		hcommBin = filepath.Join(dir, "hcomm")
+		hcommBin = filepath.Join(filepath.Dir(helperBin), "hcomm")
 		if out, err := exec.Command("go", "build", "-o", hcommBin, ".").CombinedOutput(); err != nil {
 			hcommErr = err
 			t.Logf("%s", out)
@@ -41,7 +37,6 @@ func buildHcomm(t *testing.T) string {
 // the joined topology; a file contradicting the placement fails every rank.
 func TestTopoJob(t *testing.T) {
 	bin := buildHcomm(t)
-	defer os.RemoveAll(filepath.Dir(bin))
 	// A fake rsh that runs the remote command here: ranks on "hosts" a
 	// and b share this machine but not their host identity.
 	rsh := filepath.Join(t.TempDir(), "rsh")
