@@ -112,7 +112,6 @@ func (pr *peer) dropPath(pi int, remote, msg string, err error) {
 	pr.t.log.Warn("tcp: "+msg, "peer", pr.rank, "path", pi, "addr", remote, "err", err)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	pr.dropped = append(pr.dropped, droppedPath{idx: pi, remote: remote})
 	pr.mask &^= 1 << pi
 }
 
@@ -556,6 +555,8 @@ func (pr *peer) reserve(i int) string {
 		return fmt.Sprintf("rank %d is no longer connectable", pr.rank)
 	case pr.mask&(1<<(i/pr.t.nsocks)) == 0:
 		return fmt.Sprintf("rank %d connects socket %d on a path outside %#x", pr.rank, i, pr.mask)
+	case pr.conns != nil:
+		return fmt.Sprintf("rank %d is already connected; socket %d comes after the pair was (a path dialed again has a generation)", pr.rank, i)
 	case pr.slots[i] != nil || pr.reserved[i]:
 		return fmt.Sprintf("rank %d is already connected on socket %d", pr.rank, i)
 	}
@@ -620,6 +621,7 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 		p.conns = append(p.conns, c)
 		pr.conns = append(pr.conns, c)
 	}
+	pr.addAbsent(addrs)
 	pr.cut = make([]uint64, len(pr.conns))
 	pr.rparts = make([]*conn, 0, len(pr.conns))
 	pr.sview = slices.Clone(pr.conns)
@@ -637,5 +639,8 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 		t.spawn(func() { rw.run(pr.rank, t.ctx.Done()) })
 	}
 	close(pr.ready)
+	if pr.reprobe != 0 {
+		t.spawn(pr.probeAbsent)
+	}
 	return true
 }

@@ -81,6 +81,7 @@ type path struct {
 	share          atomic.Uint64 // float64 bits: share of the last striped send
 	lastUsed       time.Time     // last striped send it carried (sender only)
 	retired        atomic.Bool   // stopped (see failover.go): carries nothing more
+	absent         atomic.Bool   // never connected (see redial.go): retired until dialed
 	redialing      bool          // being dialed again (redial.go; under the peer's mu)
 	redials        int           // times it was dialed again (under the peer's mu)
 
@@ -186,9 +187,8 @@ func (t *Transport) Paths() []PathStats {
 			continue
 		}
 		pr.mu.Lock()
-		dropped := pr.dropped
 		for _, p := range pr.paths {
-			s := PathStats{Peer: pr.rank, Path: p.idx, Local: p.local, Remote: p.remote, Up: true, Retired: p.retired.Load(),
+			s := PathStats{Peer: pr.rank, Path: p.idx, Local: p.local, Remote: p.remote, Up: !p.absent.Load(), Retired: p.retired.Load(),
 				Rate: p.getRate(), Share: math.Float64frombits(p.share.Load()),
 				Sent: p.sent.Load(), Received: p.received.Load(), Gen: int(pr.sgen[p.idx])}
 			for _, c := range p.conns {
@@ -200,9 +200,6 @@ func (t *Transport) Paths() []PathStats {
 			out = append(out, s)
 		}
 		pr.mu.Unlock()
-		for _, d := range dropped {
-			out = append(out, PathStats{Peer: pr.rank, Path: d.idx, Remote: d.remote})
-		}
 	}
 	return out
 }
@@ -308,6 +305,9 @@ func (t *Transport) findPaths(ctx context.Context, pr *peer, addrs []string) (ui
 			for i, err := range errsAt {
 				if err != nil {
 					pr.dropPath(i, addrs[i], "path does not reach the peer; dropped", err)
+					pr.mu.Lock()
+					pr.reprobe |= 1 << i
+					pr.mu.Unlock()
 				}
 			}
 			return mask, nil
@@ -423,12 +423,6 @@ func probePaths(ctx context.Context, addrs []string) []error {
 		return errsAt
 	}
 	return errsAt
-}
-
-// droppedPath is a path found not to connect.
-type droppedPath struct {
-	idx    int
-	remote string
 }
 
 // maskPaths counts the paths in a mask.

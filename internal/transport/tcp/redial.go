@@ -40,6 +40,20 @@ import (
 // nothing. Connections of a generation neither direction uses any more
 // are closed.
 
+// A path that did not connect when the pair did (an address that gave no
+// answer within the grace, or whose first connection request was lost) is
+// not dropped for the job: both ends keep it as an absent path, retired
+// from the start, with placeholder connections, and the dialer keeps
+// dialing it in the background at a low rate (reprobeMin, doubling up to
+// reprobeMax) as generation 1, 2, ... of its connections. Once one is up,
+// it joins as a re-dialed path does, through the rejoin frame.
+
+// Backoff between attempts to dial an absent path.
+const (
+	reprobeMin = time.Second
+	reprobeMax = 8 * time.Second
+)
+
 // Backoff between attempts to dial a retired path, and the bound of one
 // attempt.
 const (
@@ -103,6 +117,63 @@ func (pr *peer) lastGen(k int) (last uint8, done *generation) {
 	return last, done
 }
 
+// addAbsent adds to the pair, retired, every path of the listener's
+// addresses not in pr.mask, with placeholder connections, and puts them
+// in the mask: both ends of the pair then agree on the layout, and an
+// absent path can join later as a path dialed again. addrs is the
+// listener's addresses (nil at the listener). The caller holds mu, once
+// all connections are in.
+func (pr *peer) addAbsent(addrs []string) {
+	t := pr.t
+	npaths := len(pr.slots) / t.nsocks
+	for k := range npaths {
+		if pr.mask&(1<<k) != 0 {
+			continue
+		}
+		p := &path{idx: k}
+		if k < len(addrs) {
+			p.remote = addrs[k]
+		}
+		p.retired.Store(true)
+		p.absent.Store(true)
+		for s := range t.nsocks {
+			c := &conn{nc: absentConn{}, idx: k*t.nsocks + s, crc: t.crc, path: p, pos: len(pr.conns)}
+			p.conns = append(p.conns, c)
+			pr.conns = append(pr.conns, c)
+		}
+		pr.paths = append(pr.paths, p)
+		pr.mask |= 1 << k
+	}
+}
+
+// probeAbsent dials the absent paths found not to answer (pr.reprobe) in
+// the background, once the pair is connected.
+func (pr *peer) probeAbsent() {
+	for _, p := range pr.paths {
+		if pr.reprobe&(1<<p.idx) != 0 && p.absent.Load() {
+			pr.redial(p, 0)
+		}
+	}
+}
+
+// absentConn stands for a connection of an absent path: nothing is sent
+// or received on it (the path is retired); every call fails.
+type absentConn struct{}
+
+func (absentConn) Read([]byte) (int, error)         { return 0, net.ErrClosed }
+func (absentConn) Write([]byte) (int, error)        { return 0, net.ErrClosed }
+func (absentConn) Close() error                     { return nil }
+func (absentConn) LocalAddr() net.Addr              { return absentAddr{} }
+func (absentConn) RemoteAddr() net.Addr             { return absentAddr{} }
+func (absentConn) SetDeadline(time.Time) error      { return nil }
+func (absentConn) SetReadDeadline(time.Time) error  { return nil }
+func (absentConn) SetWriteDeadline(time.Time) error { return nil }
+
+type absentAddr struct{}
+
+func (absentAddr) Network() string { return "tcp" }
+func (absentAddr) String() string  { return "absent" }
+
 // redial starts dialing path p again, if this rank is the pair's dialer,
 // no generation newer than used (the one that was retired) exists, and no
 // dialing of it is under way.
@@ -140,7 +211,12 @@ func (pr *peer) redialLoop(p *path, hold time.Duration) {
 	if !pr.wait(hold) {
 		return
 	}
-	backoff := redialMin
+	backoff, most := redialMin, redialMax
+	absent := p.absent.Load()
+	if absent {
+		backoff, most = min(reprobeMin, t.reprobeMax), t.reprobeMax
+		t.log.Info("tcp: dialing a dropped path again in the background", "peer", pr.rank, "path", p.idx, "remote", p.remote)
+	}
 	var refused uint8 // a generation the listener refused (it may hold part of it)
 	for attempt := 0; ; attempt++ {
 		pr.mu.Lock()
@@ -159,13 +235,13 @@ func (pr *peer) redialLoop(p *path, hold time.Duration) {
 		if errors.As(err, &re) {
 			refused = last + 1
 		}
-		if attempt == 0 {
+		if attempt == 0 && !absent {
 			t.log.Info("tcp: dialing a retired path again", "peer", pr.rank, "path", p.idx, "remote", p.remote, "err", err)
 		}
 		if !pr.wait(backoff) {
 			return
 		}
-		backoff = min(2*backoff, redialMax)
+		backoff = min(2*backoff, most)
 	}
 }
 
@@ -277,6 +353,12 @@ func (pr *peer) addGen(p *path, slot int, gen uint8, nc net.Conn) bool {
 		return false
 	}
 	id := p.conns[slot]
+	if p.local == "" { // an absent path's first connection
+		p.local = nc.LocalAddr().String()
+		if pr.rank < t.rank {
+			p.remote = nc.RemoteAddr().String()
+		}
+	}
 	c := newConn(nc, id.idx, t.crc, t.deadAfter)
 	c.setPoll(t.pollFor, t.yield, &t.sending)
 	c.path, c.pos = p, id.pos
@@ -374,7 +456,11 @@ func (pr *peer) rejoinSend() error {
 		p.counters = false
 		p.lastUsed = time.Time{}
 		p.retired.Store(false)
-		pr.t.log.Info("tcp: retired path back in use", "peer", pr.rank, "path", k, "generation", g.gen, "local", p.local, "remote", p.remote)
+		msg := "tcp: retired path back in use"
+		if p.absent.Swap(false) {
+			msg = "tcp: dropped path reached and in use"
+		}
+		pr.t.log.Info(msg, "peer", pr.rank, "path", k, "generation", g.gen, "local", p.local, "remote", p.remote)
 	}
 	return nil
 }
@@ -406,6 +492,7 @@ func (pr *peer) rejoinRecv(ctx context.Context, h *wire.FrameHeader) error {
 				}
 				pr.rgen[k] = gen
 				pr.rgone &^= 1 << k
+				g.path.absent.Store(false)
 				pr.pruneLocked(k)
 				pr.mu.Unlock()
 				break

@@ -256,6 +256,7 @@ type Transport struct {
 	fixedWeights   bool          // weights stay as they start
 	deadAfter      time.Duration // <= 0: the system's defaults
 	stallAfter     time.Duration // <= 0: paths are never retired
+	reprobeMax     time.Duration // longest wait between dials of an absent path (redial.go)
 	ln             net.Listener
 	log            *slog.Logger
 	peers          []*peer // by rank; nil for this rank
@@ -296,7 +297,7 @@ type peer struct {
 	mask     uint16  // the paths in use, once known (dialer: found; listener: told)
 	have     int
 	closed   bool
-	dropped  []droppedPath // paths the dialer found not to connect
+	reprobe  uint16        // paths the dialer found not to answer: dialed again in the background (redial.go)
 	ready    chan struct{} // closed once all connections are up
 
 	// Set once ready, then read-only: the connections in use (conns[0]
@@ -394,6 +395,7 @@ func New(cfg Config) (*Transport, error) {
 	if t.deadAfter == 0 {
 		t.deadAfter = DefaultDeadAfter
 	}
+	t.reprobeMax = reprobeMax
 	if t.stallAfter == 0 {
 		t.stallAfter = DefaultStallAfter
 	}

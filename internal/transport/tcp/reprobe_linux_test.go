@@ -1,0 +1,178 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// joinListener is a net.Listener that hands out the connections of
+// several listeners, more of which may be added while it is in use.
+type joinListener struct {
+	net.Listener // the first; its address is the joined listener's
+	conns        chan net.Conn
+	done         chan struct{}
+	once         sync.Once
+	mu           sync.Mutex
+	lns          []net.Listener
+}
+
+func newJoinListener(first net.Listener) *joinListener {
+	j := &joinListener{Listener: first, conns: make(chan net.Conn), done: make(chan struct{})}
+	j.add(first)
+	return j
+}
+
+// add starts handing out ln's connections too.
+func (j *joinListener) add(ln net.Listener) {
+	j.mu.Lock()
+	j.lns = append(j.lns, ln)
+	j.mu.Unlock()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case j.conns <- nc:
+			case <-j.done:
+				nc.Close()
+				return
+			}
+		}
+	}()
+}
+
+func (j *joinListener) Accept() (net.Conn, error) {
+	select {
+	case nc := <-j.conns:
+		return nc, nil
+	case <-j.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (j *joinListener) Close() error {
+	j.once.Do(func() { close(j.done) })
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, ln := range j.lns {
+		ln.Close()
+	}
+	return nil
+}
+
+// TestPathReprobe: an extra address that gives no answer when the pair
+// connects (its connection requests are dropped, as with a lost first
+// SYN or a link down at start) is not given up for the job: the dialer
+// keeps dialing it in the background, and once it answers, the path
+// joins and carries stripes both ways.
+func TestPathReprobe(t *testing.T) {
+	for _, nsocks := range []int{1, 2} {
+		t.Run(fmt.Sprintf("nsocks=%d", nsocks), func(t *testing.T) {
+			logs := new(syncBuffer)
+			var lns [2]net.Listener
+			for r := range lns {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lns[r] = ln
+			}
+			deaf, closeDeaf := deafSocket(t, "127.0.0.3")
+			join := newJoinListener(lns[1])
+			lns[1] = join
+			addrs := []string{lns[0].Addr().String(), lns[1].Addr().String() + "," + deaf}
+			trs := pathTransports(t, lns[:], addrs, nsocks, 20*time.Second, logs)
+			trs[0].reprobeMax = 50 * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			runAll(t, trs, func(tr *Transport) error { return tr.Connect(ctx, []int{1 - tr.rank}) })
+			for r, tr := range trs {
+				for _, s := range tr.Paths() {
+					if s.Path == 1 && (s.Up || !s.Retired || s.Sent != 0) {
+						t.Fatalf("rank %d: the deaf path is in use: %v", r, s)
+					}
+				}
+			}
+			sendOne(ctx, t, trs, 0, 0, 1<<20)
+			if l := logs.String(); !strings.Contains(l, "path does not reach the peer; dropped") {
+				t.Fatalf("no log line for the path dropped:\n%s", l)
+			}
+			// The address starts answering: the peer's listener is
+			// reached there now.
+			closeDeaf()
+			ln, err := net.Listen("tcp", deaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			join.add(ln)
+			for i := 1; ; i++ {
+				for from := range 2 {
+					sendOne(ctx, t, trs, from, 2*i+from, []int{100, stripeMin, 1 << 20}[i%3])
+				}
+				used := 0
+				for _, tr := range trs {
+					for _, s := range tr.Paths() {
+						if s.Path == 1 && s.Up && !s.Retired && s.Gen > 0 && s.Sent > 0 && s.Received > 0 {
+							used++
+						}
+					}
+				}
+				if used == 2 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("the path did not join:\n%v\n%v\n%s", trs[0].Paths(), trs[1].Paths(), logs.String())
+				}
+			}
+			if l := logs.String(); !strings.Contains(l, "dialing a dropped path again") || !strings.Contains(l, "dropped path reached and in use") {
+				t.Errorf("no log lines for the path dialed again and joining:\n%s", l)
+			}
+		})
+	}
+}
+
+// deafSocket is deafListener with a function that closes the socket (and
+// the connection filling its queue), so that its address can be
+// listened on again.
+func deafSocket(t *testing.T, ip string) (string, func()) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	sa := &syscall.SockaddrInet4{}
+	copy(sa.Addr[:], net.ParseIP(ip).To4())
+	if err := syscall.Bind(fd, sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(ip, fmt.Sprint(got.(*syscall.SockaddrInet4).Port))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeIt := func() {
+		once.Do(func() {
+			syscall.Close(fd)
+			c.Close()
+		})
+	}
+	t.Cleanup(closeIt)
+	return addr, closeIt
+}
