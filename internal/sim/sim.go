@@ -353,6 +353,7 @@ type opState struct {
 	evT      float64
 	bd       Breakdown // the path to this op's present
 	lastMin  float64   // a forwarded piece ends no earlier than one chunk after this
+	since    float64   // when the op started polling for its piece
 	gap      float64   // a forwarded piece's chunks leave this far apart, besides their transfer
 }
 
@@ -364,6 +365,7 @@ type rankState struct {
 	pending    int32 // ops of the step still running
 	stepEnd    float64
 	stepBd     Breakdown
+	yielded    float64 // the step's larger shared-memory sends end their first piece (0: none)
 	ops        []opState
 }
 
@@ -371,6 +373,7 @@ type rankState struct {
 // the path to the first.
 type item struct {
 	first, last float64
+	head        float64 // when its first transport slot (SHMEager bytes) arrives
 	bd          Breakdown
 }
 
@@ -412,7 +415,9 @@ type machine struct {
 	maxPieces int
 	xor       bool    // programs repeat under XOR, not shifts (see period)
 	wake      float64 // latency of a wait on shared memory (Topology.SHMWake)
+	sleep     float64 // latency of a wait that outlasts the polling (Topology.SHMSleep)
 	overlap   bool    // a step's large local ops run beside its messages (exec.OverlapMin)
+	oneProc   bool    // a rank has one CPU (GOMAXPROCS 1): its ops' goroutines take turns
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
 	hostsSim  int   // hosts simulated
@@ -452,10 +457,16 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	}
 	m.L, m.copies = int32(L), int32(S/L)
 	m.wake = t.SHMWake
+	if t.perCore(n) <= 1 {
+		// With more ranks than cores a wait yields the CPU to the ranks
+		// sharing it, which run meanwhile (modelled by SHMWake).
+		m.sleep = t.SHMSleep
+	}
 	// The executor overlaps a step's large local ops with its messages
 	// when a rank has OverlapProcs CPUs or more: hcomm run gives each of
 	// a host's ranks its share of the cores.
 	m.overlap = t.procs(n) >= exec.OverlapProcs
+	m.oneProc = t.procs(n) == 1
 	m.chunk = int64(t.ChunkBytes)
 	if m.chunk <= 0 {
 		m.chunk = exec.DefaultChunkBytes
@@ -724,6 +735,7 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		m.refStarted = m.fold.on && c == 0
 		rs.ops = rs.ops[:0]
 		rs.stepStart = now
+		rs.yielded = 0
 		m.stamp++
 		h := m.simHost(m.host(c))
 		// Local ops run first, or beside the messages when large enough
@@ -929,7 +941,17 @@ func (m *machine) send(c, o int32, now float64) {
 	b, k := m.piece(st)
 	before := st.bd
 	first, last, rest, start, cls := m.transmit(c, dst, b, k, now, st.lastMin, st.gap, &st.bd)
-	it := item{first: first, last: last, bd: st.bd}
+	if cls == ClassSHM && m.oneProc && st.i == 0 && (b > m.eager[cls] || st.nch > 1) {
+		// A send the transport cannot buffer runs on a worker goroutine,
+		// with one CPU only while the step's receive yields (see deliver).
+		rs := &m.ranks[c]
+		rs.yielded = max(rs.yielded, first)
+	}
+	it := item{first: first, last: last, head: first, bd: st.bd}
+	if cb, e := float64(b)/float64(k), float64(m.eager[ClassSHM]); cls == ClassSHM && e > 0 && cb > e {
+		// The receiver starts on a chunk once its first slot is there.
+		it.head = start + (first-start)*e/cb
+	}
 	st.phase = phSent
 	if st.kind == sched.Send && st.nch == 1 && b <= m.eager[cls] {
 		// The executor hands a small send to the transport, which
@@ -938,6 +960,7 @@ func (m *machine) send(c, o int32, now float64) {
 		st.bd = before
 		st.bd.Queue += start - now
 		m.push(event{t: start, rank: c, op: o})
+
 	} else {
 		st.bd.Transfer += rest // the op moves on when the last chunk is there
 		m.push(event{t: last, rank: c, op: o})
@@ -966,6 +989,7 @@ func (m *machine) need(c, o int32, now float64) {
 		return
 	}
 	st.phase = phWait
+	st.since = now
 	ch.waitRank, ch.waitOp = c, o
 }
 
@@ -976,10 +1000,20 @@ func (m *machine) deliver(c, o int32, it item, now float64) {
 	if it.first >= now {
 		// The op waited for the piece: the path runs through the sender.
 		st.bd, t = it.bd, it.first
-		if m.wake > 0 && m.host(st.peer) == m.host(c) {
-			// Oversubscribed: the rank sees it at its next turn on a core.
-			t += m.wake
-			st.bd.Queue += m.wake
+		if m.host(st.peer) == m.host(c) {
+			if m.wake > 0 {
+				// Oversubscribed: the rank sees it at its next turn on a core.
+				t += m.wake
+				st.bd.Queue += m.wake
+			}
+			if y := m.ranks[c].yielded; m.sleep > 0 && st.i == 0 && y > 0 && it.head > max(y, st.since+SHMSpin) {
+				// The executor's goroutine polled for this piece from the
+				// step's start and let the step's large send run in its
+				// yields (one CPU): that copy used up the polling, and the
+				// rank slept until the sender woke it.
+				t += m.sleep
+				st.bd.Queue += m.sleep
+			}
 		}
 	}
 	st.lastMin = it.last

@@ -95,6 +95,17 @@ type Topology struct {
 	// for every rank per core beyond one (ranks/cores − 1, the most
 	// crowded host's). 0: none.
 	SHMWake float64 `json:"shm_wake,omitempty"`
+	// SHMSleep is the wake-up latency of a rank that slept on a futex
+	// waiting for a shared-memory chunk: the transport polls for SHMSpin
+	// (with more ranks than cores: SHMSpinOversubscribed) from when the
+	// rank starts waiting, then sleeps until the sender wakes it. A wait
+	// that outlasts the polling costs SHMSleep more. The polling starts
+	// when the executor's goroutine starts waiting: after the step's
+	// sends the transport buffers (done inline first), but before a
+	// larger send, which a worker goroutine runs — with one CPU per rank
+	// (GOMAXPROCS 1) only while the waiting goroutine yields, so that
+	// its copy uses up the polling. 0: none.
+	SHMSleep float64 `json:"shm_sleep,omitempty"`
 	// SlotAlpha is the latency of a group call through the shared
 	// segment's slots (internal/transport/shm: small collectives of ranks
 	// all on one host, see Slots): a rank writes its slot and reads those
@@ -115,6 +126,11 @@ type Topology struct {
 	// exec.DefaultChunkBytes.
 	ChunkBytes int `json:"chunk_bytes,omitempty"`
 }
+
+// SHMSpin is how long a shared-memory wait polls before it sleeps when a
+// host has no more ranks than cores (internal/transport/shm's spinFor),
+// for Topology.SHMSleep.
+const SHMSpin = 10e-6
 
 // Default is the model used when no file is given: 8 ranks per host, 32
 // hosts per rack with 2:1 oversubscribed uplinks, 100 Gb/s NICs, shared
@@ -252,9 +268,9 @@ func (t Topology) Check() error {
 		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
 	}
 	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 ||
-		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 {
-		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_wake %g s, slot_alpha %g s out of range",
-			t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SlotAlpha))
+		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 || !(t.SHMSleep >= 0) || t.SHMSleep > 1 {
+		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_wake %g s, slot_alpha %g s, shm_sleep %g s out of range",
+			t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SlotAlpha, t.SHMSleep))
 	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
@@ -386,7 +402,7 @@ func (t Topology) procs(n int) int { return max(1, t.cores()/max(1, t.most(n))) 
 // one) only on an oversubscribed host, SHMCoreShare 1 when unset.
 func (t *Topology) oversubscription(n int) {
 	if pc := t.perCore(n); pc > 1 {
-		t.SHMWake *= pc - 1
+		t.SHMWake *= float64(t.most(n)-1) / float64(t.cores())
 	} else {
 		t.SHMSwitch, t.SHMWake = 0, 0
 	}

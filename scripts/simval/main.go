@@ -94,7 +94,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake] (shm; without the last five the slot α and the oversubscription terms are fitted) or α (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,sleep] (shm; without the last six the slot α and the oversubscription terms are fitted) or α (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	if err := fs.Parse(args); err != nil {
@@ -420,6 +420,7 @@ type axis struct {
 	name string
 	vals []float64
 	set  func(*sim.Topology, float64)
+	get  func(*sim.Topology) float64
 }
 
 func us(v ...float64) []float64 {
@@ -442,20 +443,21 @@ func ns(v ...float64) []float64 {
 // calibration runs confined to fewer cores than ranks.
 var (
 	baseAxes = []axis{
-		{"α", us(0.5, 0.75, 1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 20), func(t *sim.Topology, v float64) { t.SHM.Alpha = v }},
-		{"β", ns(0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8), func(t *sim.Topology, v float64) { t.SHM.Beta = v }},
-		{"γ", ns(0.05, 0.1, 0.15, 0.2, 0.3, 0.5), func(t *sim.Topology, v float64) { t.Gamma = v; t.CopyBeta = v }},
-		{"memory", []float64{5e9, 6e9, 7e9, 8e9, 9e9, 10e9, 12e9, 14e9, 16e9}, func(t *sim.Topology, v float64) { t.MemBW = v }},
-		{"cache factor", []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1}, func(t *sim.Topology, v float64) { t.CacheFactor = v }},
-		{"cache", []float64{4 << 20, 8 << 20, 16 << 20, 32 << 20}, func(t *sim.Topology, v float64) { t.CacheBytes = int64(v) }},
+		{"α", us(0.5, 0.75, 1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 20), func(t *sim.Topology, v float64) { t.SHM.Alpha = v }, func(t *sim.Topology) float64 { return t.SHM.Alpha }},
+		{"β", ns(0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8), func(t *sim.Topology, v float64) { t.SHM.Beta = v }, func(t *sim.Topology) float64 { return t.SHM.Beta }},
+		{"γ", ns(0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5), func(t *sim.Topology, v float64) { t.Gamma = v; t.CopyBeta = v }, func(t *sim.Topology) float64 { return t.Gamma }},
+		{"memory", []float64{5e9, 6e9, 7e9, 8e9, 9e9, 10e9, 12e9, 14e9, 16e9}, func(t *sim.Topology, v float64) { t.MemBW = v }, func(t *sim.Topology) float64 { return t.MemBW }},
+		{"cache factor", []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1}, func(t *sim.Topology, v float64) { t.CacheFactor = v }, func(t *sim.Topology) float64 { return t.CacheFactor }},
+		{"cache", []float64{4 << 20, 8 << 20, 16 << 20, 32 << 20}, func(t *sim.Topology, v float64) { t.CacheBytes = int64(v) }, func(t *sim.Topology) float64 { return float64(t.CacheBytes) }},
+		{"sleep", us(0, 10, 20, 30, 40, 50, 60, 80, 100, 120, 150), func(t *sim.Topology, v float64) { t.SHMSleep = v }, func(t *sim.Topology) float64 { return t.SHMSleep }},
 	}
 	slotAxes = []axis{
-		{"slot α", us(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 3), func(t *sim.Topology, v float64) { t.SlotAlpha = v }},
+		{"slot α", us(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 3), func(t *sim.Topology, v float64) { t.SlotAlpha = v }, func(t *sim.Topology) float64 { return t.SlotAlpha }},
 	}
 	overAxes = []axis{
-		{"switch", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMSwitch = v }},
-		{"core share", []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMCoreShare = v }},
-		{"wake", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMWake = v }},
+		{"switch", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMSwitch = v }, func(t *sim.Topology) float64 { return t.SHMSwitch }},
+		{"core share", []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMCoreShare = v }, func(t *sim.Topology) float64 { return t.SHMCoreShare }},
+		{"wake", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMWake = v }, func(t *sim.Topology) float64 { return t.SHMWake }},
 	}
 )
 
@@ -474,8 +476,14 @@ func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (s
 	}
 	cur := make([]float64, len(axes))
 	for i, a := range axes {
-		// Start from the middle of the grid.
-		cur[i] = a.vals[len(a.vals)/2]
+		// Start from the grid's value nearest t's.
+		v := a.get(&t)
+		cur[i] = a.vals[0]
+		for _, x := range a.vals {
+			if math.Abs(x-v) < math.Abs(cur[i]-v) {
+				cur[i] = x
+			}
+		}
 	}
 	eval := func(v []float64) (float64, error) {
 		tt := t
@@ -609,17 +617,17 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 			}
 			v = append(v, x)
 		}
-		if len(v) != 4 && len(v) != 9 {
-			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake]")
+		if len(v) != 4 && len(v) != 10 {
+			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake,sleep]")
 		}
 		t = shmTopo(v[0], v[1], v[2], v[3])
-		if len(v) == 9 {
-			t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake = v[4], v[5], v[6], v[7], v[8]
+		if len(v) == 10 {
+			t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMSleep = v[4], v[5], v[6], v[7], v[8], v[9]
 		}
 		if err := t.Check(); err != nil {
 			return t, "", fmt.Errorf("-params: %w", err)
 		}
-		if len(v) == 9 {
+		if len(v) == 10 {
 			return t, "shared memory, parameters given", nil
 		}
 	}
@@ -630,8 +638,8 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 		if t, _, err = search(t, baseAxes, pts, base); err != nil {
 			return t, "", fmt.Errorf("2-core terms: %w", err)
 		}
-		fmt.Fprintf(&desc, "shared memory, 2 cores: α %.2f µs, β %.2f ns/B, γ %.2f ns/B, memory %.0f GB/s, cache factor %.2g below %d MiB (fitted on %v ranks' schedules)",
-			t.SHM.Alpha*1e6, t.SHM.Beta*1e9, t.Gamma*1e9, t.MemBW/1e9, t.CacheFactor, t.CacheBytes>>20, c.fitN)
+		fmt.Fprintf(&desc, "shared memory, 2 cores: α %.2f µs, β %.2f ns/B, γ %.2f ns/B, memory %.0f GB/s, cache factor %.2g below %d MiB, sleep %.0f µs (fitted on %v ranks' schedules)",
+			t.SHM.Alpha*1e6, t.SHM.Beta*1e9, t.Gamma*1e9, t.MemBW/1e9, t.CacheFactor, t.CacheBytes>>20, t.SHMSleep*1e6, c.fitN)
 	} else {
 		desc.WriteString("shared memory, 2-core terms given")
 	}
