@@ -204,12 +204,6 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 	if !a.Supports(s) {
 		return Result{}, fmt.Errorf("sim: %s %s does not support %d ranks", coll, a.Name, n)
 	}
-	if t.CacheBytes > 0 && t.CacheFactor > 0 && int64(min(n, t.RanksPerHost))*2*reported <= t.CacheBytes {
-		t.SHM.Beta *= t.CacheFactor
-		t.Gamma *= t.CacheFactor
-		t.CopyBeta *= t.CacheFactor
-		t.MemBW /= t.CacheFactor // the cache serves the copies, not memory
-	}
 	t.oversubscription(n)
 	P, xor, err := period(a, s, es)
 	if err != nil {
@@ -224,6 +218,12 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		if err := ps.addRepeat(p, es, max(1, opt.Repeat)); err != nil {
 			return Result{}, err
 		}
+	}
+	if t.CacheBytes > 0 && t.CacheFactor > 0 && t.workingSet(n, P, ps, bufBytes(coll, n, reported)) < t.CacheBytes {
+		t.SHM.Beta *= t.CacheFactor
+		t.Gamma *= t.CacheFactor
+		t.CopyBeta *= t.CacheFactor
+		t.MemBW /= t.CacheFactor // the cache serves the copies, not memory
 	}
 	if t.hostOf != nil && len(t.hostOf) != n {
 		return Result{}, fmt.Errorf("sim: the topology file places %d ranks, not %d", len(t.hostOf), n)
@@ -285,6 +285,57 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		res.BusBW = res.AlgBW * BusFactor(coll, n)
 	}
 	return res, nil
+}
+
+// ringSlots is the number of slots of a shared-memory ring, each of
+// SHMEager bytes (internal/transport/shm's DefaultSlots).
+const ringSlots = 4
+
+// bufBytes returns a rank's input and output buffers' bytes for coll on n
+// ranks at size reported (as hcomm perf reports it).
+func bufBytes(coll sched.Coll, n int, reported int64) int64 {
+	switch coll {
+	case sched.AllGather, sched.Gather, sched.ReduceScatter, sched.Scatter:
+		return reported + reported/int64(n)
+	}
+	return 2 * reported
+}
+
+// workingSet returns the bytes the most crowded host of n ranks touches
+// running programs ps (those of ranks 0 to P−1, standing for all): every
+// rank's buffers (bufs bytes) and the shared-memory rings it sends
+// through, of which messages of m bytes use ringSlots positions of up to
+// m bytes in turn.
+func (t Topology) workingSet(n, P int, ps *programs, bufs int64) int64 {
+	ring := ringSlots * max(t.SHMEager, 1)
+	chunk := int64(t.ChunkBytes)
+	if chunk <= 0 {
+		chunk = exec.DefaultChunkBytes
+	}
+	host := func(r int32) int32 {
+		if t.hostOf != nil {
+			return t.hostOf[r]
+		}
+		return r / int32(t.RanksPerHost)
+	}
+	var rings int64
+	most := map[int32]int64{}
+	for r := range int32(P) {
+		clear(most)
+		lo, hi := ps.steps(int(r))
+		for st := lo; st < hi; st++ {
+			for _, o := range ps.step(st) {
+				dst, ok := sendsTo(o.kind, o.peer, o.to)
+				if ok && dst >= 0 && int(dst) < n && host(dst) == host(r) {
+					most[dst] = max(most[dst], min(o.bytes, chunk))
+				}
+			}
+		}
+		for _, m := range most {
+			rings += min(ringSlots*m, ring)
+		}
+	}
+	return int64(t.most(n)) * (bufs + rings/int64(P))
 }
 
 // TraceStep is one step of one simulated rank, for Options.Trace.
@@ -945,12 +996,16 @@ func (m *machine) send(c, o int32, now float64) {
 		// A send the transport cannot buffer runs on a worker goroutine,
 		// with one CPU only while the step's receive yields (see deliver).
 		rs := &m.ranks[c]
-		rs.yielded = max(rs.yielded, first)
+		rs.yielded = max(rs.yielded, now+first-start)
 	}
-	it := item{first: first, last: last, head: first, bd: st.bd}
+	// When the receiver could start on the piece: its first slot (SHMEager
+	// bytes) there, counted from when the sender was ready, not from when
+	// a busy core or memory let it start (ranks copying at once share
+	// them; the FIFO model of those resources would make one copy wait
+	// for the other and the other's receiver look late).
+	it := item{first: first, last: last, head: now + first - start, bd: st.bd}
 	if cb, e := float64(b)/float64(k), float64(m.eager[ClassSHM]); cls == ClassSHM && e > 0 && cb > e {
-		// The receiver starts on a chunk once its first slot is there.
-		it.head = start + (first-start)*e/cb
+		it.head = now + (first-start)*e/cb
 	}
 	st.phase = phSent
 	if st.kind == sched.Send && st.nch == 1 && b <= m.eager[cls] {

@@ -175,7 +175,7 @@ func Local() Topology {
 	t.MemBW = 9e9
 	t.Gamma = 0.1e-9
 	t.CopyBeta = 0.1e-9
-	t.CacheBytes = 16 << 20
+	t.CacheBytes = 32 << 20
 	t.CacheFactor = 0.7
 	t.SlotAlpha = 0.6e-6
 	t.SHMSwitch = 0.25e-6

@@ -448,8 +448,7 @@ var (
 		{"γ", ns(0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5), func(t *sim.Topology, v float64) { t.Gamma = v; t.CopyBeta = v }, func(t *sim.Topology) float64 { return t.Gamma }},
 		{"memory", []float64{5e9, 6e9, 7e9, 8e9, 9e9, 10e9, 12e9, 14e9, 16e9}, func(t *sim.Topology, v float64) { t.MemBW = v }, func(t *sim.Topology) float64 { return t.MemBW }},
 		{"cache factor", []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1}, func(t *sim.Topology, v float64) { t.CacheFactor = v }, func(t *sim.Topology) float64 { return t.CacheFactor }},
-		{"cache", []float64{4 << 20, 8 << 20, 16 << 20, 32 << 20}, func(t *sim.Topology, v float64) { t.CacheBytes = int64(v) }, func(t *sim.Topology) float64 { return float64(t.CacheBytes) }},
-		{"sleep", us(0, 10, 20, 30, 40, 50, 60, 80, 100, 120, 150), func(t *sim.Topology, v float64) { t.SHMSleep = v }, func(t *sim.Topology) float64 { return t.SHMSleep }},
+		{"sleep", us(0, 10, 20, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250), func(t *sim.Topology, v float64) { t.SHMSleep = v }, func(t *sim.Topology) float64 { return t.SHMSleep }},
 	}
 	slotAxes = []axis{
 		{"slot α", us(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 3), func(t *sim.Topology, v float64) { t.SlotAlpha = v }, func(t *sim.Topology) float64 { return t.SlotAlpha }},
@@ -463,8 +462,8 @@ var (
 
 // search fits axes on the points kept, the rest of t fixed: a coordinate
 // search on the axes' grids (each axis in turn set to its best value
-// with the others held, until a round changes nothing) from the values
-// nearest t's, minimising the mean |error|.
+// with the others held, until a round changes nothing), minimising the
+// mean |error|, from several starts.
 func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (sim.Topology, []float64, error) {
 	if _, _, n := meanAbs(pts, keep); n == 0 {
 		if err := predictAll(t, pts, false, keep); err != nil {
@@ -472,17 +471,6 @@ func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (s
 		}
 		if _, _, n := meanAbs(pts, keep); n == 0 {
 			return t, nil, errNoPoints
-		}
-	}
-	cur := make([]float64, len(axes))
-	for i, a := range axes {
-		// Start from the grid's value nearest t's.
-		v := a.get(&t)
-		cur[i] = a.vals[0]
-		for _, x := range a.vals {
-			if math.Abs(x-v) < math.Abs(cur[i]-v) {
-				cur[i] = x
-			}
 		}
 	}
 	eval := func(v []float64) (float64, error) {
@@ -496,36 +484,60 @@ func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (s
 		e, _, _ := meanAbs(pts, keep)
 		return e, nil
 	}
-	best, err := eval(cur)
-	if err != nil {
-		return t, nil, err
-	}
-	for round := 0; round < 10; round++ {
-		changed := false
+	// A coordinate search finds a local minimum: start it from the grid's
+	// values nearest t's and from the grids' quarter points, and keep the
+	// best end.
+	var best []float64
+	bestErr := math.Inf(1)
+	for _, at := range []float64{-1, 0.25, 0.5, 0.75} {
+		cur := make([]float64, len(axes))
 		for i, a := range axes {
-			for _, v := range a.vals {
-				if v == cur[i] {
-					continue
-				}
-				try := slices.Clone(cur)
-				try[i] = v
-				e, err := eval(try)
-				if err != nil {
-					return t, nil, err
-				}
-				if e < best-1e-9 {
-					best, cur, changed = e, try, true
+			if at >= 0 {
+				cur[i] = a.vals[int(at*float64(len(a.vals)-1)+0.5)]
+				continue
+			}
+			v := a.get(&t)
+			cur[i] = a.vals[0]
+			for _, x := range a.vals {
+				if math.Abs(x-v) < math.Abs(cur[i]-v) {
+					cur[i] = x
 				}
 			}
 		}
-		if !changed {
-			break
+		e, err := eval(cur)
+		if err != nil {
+			return t, nil, err
+		}
+		for round := 0; round < 10; round++ {
+			changed := false
+			for i, a := range axes {
+				for _, v := range a.vals {
+					if v == cur[i] {
+						continue
+					}
+					try := slices.Clone(cur)
+					try[i] = v
+					te, err := eval(try)
+					if err != nil {
+						return t, nil, err
+					}
+					if te < e-1e-9 {
+						e, cur, changed = te, try, true
+					}
+				}
+			}
+			if !changed {
+				break
+			}
+		}
+		if e < bestErr-1e-9 {
+			best, bestErr = cur, e
 		}
 	}
 	for i, a := range axes {
-		a.set(&t, cur[i])
+		a.set(&t, best[i])
 	}
-	return t, cur, nil
+	return t, best, nil
 }
 
 var errNoPoints = errors.New("no points to fit on")
