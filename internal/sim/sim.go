@@ -20,7 +20,10 @@
 // receiving host for b·γ after the chunk arrived. A chunk leaves when
 // the sender reaches it, and the sender moves on when it has arrived —
 // or at once for a one-chunk send the transport buffers (SHMEager,
-// NetEager: transport.Eager).
+// NetEager: transport.Eager). Over shared memory the host's cache speeds
+// copies up while what its ranks touch fits (CacheBytes), ranks sharing a
+// core see chunks a turn late (SHMWake), and a rank that polled in vain
+// while a large send of its own ran sleeps and is woken late (SHMSleep).
 //
 // # Scale
 //

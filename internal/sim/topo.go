@@ -75,10 +75,12 @@ type Topology struct {
 	Gamma float64 `json:"gamma,omitempty"`
 	// CopyBeta is the time of a local copy per byte (seconds).
 	CopyBeta float64 `json:"copy_beta,omitempty"`
-	// CacheBytes is a host's last-level cache: when the buffers of a
-	// collective's ranks on one host (in and out, bytes each) fit in it,
-	// shared-memory copies and reductions cost CacheFactor times their
-	// β and γ (0: no cache effect).
+	// CacheBytes is a host's last-level cache: when what a collective's
+	// ranks on one host touch — their buffers (in and out) and the
+	// shared-memory rings they send through (ringSlots positions of up to
+	// a message each per directed pair) — is smaller, shared-memory copies
+	// and reductions cost CacheFactor times their β and γ, and memory
+	// time as much (0: no cache effect).
 	CacheBytes  int64   `json:"cache_bytes,omitempty"`
 	CacheFactor float64 `json:"cache_factor,omitempty"`
 	// SHMSwitch applies when a host runs more ranks than Cores: every
@@ -90,21 +92,21 @@ type Topology struct {
 	SHMSwitch float64 `json:"shm_switch,omitempty"`
 	// SHMWake applies when a host runs more ranks than Cores: a rank that
 	// waited for a shared-memory chunk (or a peer's slot) sees it only
-	// once it is scheduled again, after the other ranks sharing its core
-	// took their turns polling and yielding. Its latency grows by SHMWake
-	// for every rank per core beyond one (ranks/cores − 1, the most
-	// crowded host's). 0: none.
+	// once it is scheduled again, after the other ranks took their turns
+	// polling and yielding. Its latency grows by SHMWake for every other
+	// rank per core ((ranks − 1)/cores, the most crowded host's): the
+	// other ranks share the cores, the waiting rank's among them. 0: none.
 	SHMWake float64 `json:"shm_wake,omitempty"`
 	// SHMSleep is the wake-up latency of a rank that slept on a futex
-	// waiting for a shared-memory chunk: the transport polls for SHMSpin
-	// (with more ranks than cores: SHMSpinOversubscribed) from when the
-	// rank starts waiting, then sleeps until the sender wakes it. A wait
-	// that outlasts the polling costs SHMSleep more. The polling starts
-	// when the executor's goroutine starts waiting: after the step's
-	// sends the transport buffers (done inline first), but before a
-	// larger send, which a worker goroutine runs — with one CPU per rank
-	// (GOMAXPROCS 1) only while the waiting goroutine yields, so that
-	// its copy uses up the polling. 0: none.
+	// waiting for a shared-memory chunk. The transport polls for SHMSpin
+	// and then sleeps until the sender wakes it; the executor runs a
+	// step's sends the ring can buffer before it waits, but a larger send
+	// on a worker goroutine, which with one CPU per rank (GOMAXPROCS 1)
+	// runs only while the waiting goroutine yields. That copy uses up the
+	// polling: a piece whose first slot arrives after both the copy and
+	// SHMSpin from the start of the wait costs SHMSleep more. Ranks
+	// sharing a core yield to each other instead of sleeping (SHMWake).
+	// 0: none.
 	SHMSleep float64 `json:"shm_sleep,omitempty"`
 	// SlotAlpha is the latency of a group call through the shared
 	// segment's slots (internal/transport/shm: small collectives of ranks
@@ -156,30 +158,33 @@ func Default() Topology {
 // Local is a model of this kind of machine running every rank on one
 // host over shared memory: two cores shared by all ranks, its terms fitted
 // by scripts/simval to `hcomm perf -transport shm` on an idle 2-core
-// virtual machine (BENCHMARKS.md), each set on its own measurements, none
-// on the 4- and 8-rank runs that validate it. On 2 ranks' AllReduce and
-// AllGather schedules: 0.75 µs per chunk, 0.1 ns per byte copied and
-// reduced, 9 GB/s of memory bandwidth, 0.7 times the byte costs (and
-// memory time) when a host's buffers fit in 16 MiB of cache. On 2 ranks'
-// group calls: a slot α of 0.6 µs. On 2 ranks confined to one core (more
-// ranks than cores): 0.25 µs of switching per shared-memory chunk, a copy
-// occupying a core for 0.4 of its b·β, and a wake of 2.5 µs per extra
-// rank per core for a rank that waited.
+// virtual machine (the idle runs of main at f13b491, kept in
+// scripts/simval/testdata/shm-idle2; BENCHMARKS.md), each set on its own
+// measurements, none on the 4- and 8-rank runs that validate it. On 2
+// ranks' AllReduce and AllGather schedules: 0.5 µs per chunk, 0.125 ns per
+// byte copied, 0.1 ns per byte reduced, 9 GB/s of memory bandwidth, 0.4
+// times the byte costs (and memory time) when a host's buffers and rings
+// fit in its 32 MiB last-level cache, and a futex wake-up of 50 µs. On 2
+// ranks' group calls: a slot α of 0.3 µs. On 2, 3 and 4 ranks confined to
+// one core and 3 ranks on two (more ranks than cores): no switching cost
+// per chunk, a copy occupying a core for 0.9 of its b·β, and a wake of
+// 2.5 µs per other rank per core for a rank that waited.
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 0.75e-6, Beta: 0.1e-9}
+	t.SHM = Link{Alpha: 0.5e-6, Beta: 0.125e-9}
 	t.MemBW = 9e9
 	t.Gamma = 0.1e-9
 	t.CopyBeta = 0.1e-9
 	t.CacheBytes = 32 << 20
-	t.CacheFactor = 0.7
-	t.SlotAlpha = 0.6e-6
-	t.SHMSwitch = 0.25e-6
-	t.SHMCoreShare = 0.4
+	t.CacheFactor = 0.4
+	t.SHMSleep = 50e-6
+	t.SlotAlpha = 0.3e-6
+	t.SHMSwitch = 0
+	t.SHMCoreShare = 0.9
 	t.SHMWake = 2.5e-6
 	return t
 }
@@ -398,8 +403,8 @@ func (t Topology) Algorithms(coll sched.Coll, n int) []algo.Algorithm {
 func (t Topology) procs(n int) int { return max(1, t.cores()/max(1, t.most(n))) }
 
 // oversubscription sets t's terms for more ranks than cores as they apply
-// to n ranks: SHMSwitch and SHMWake (scaled to the ranks per core beyond
-// one) only on an oversubscribed host, SHMCoreShare 1 when unset.
+// to n ranks: SHMSwitch and SHMWake (scaled to the other ranks per core)
+// only on an oversubscribed host, SHMCoreShare 1 when unset.
 func (t *Topology) oversubscription(n int) {
 	if pc := t.perCore(n); pc > 1 {
 		t.SHMWake *= float64(t.most(n)-1) / float64(t.cores())

@@ -7,10 +7,13 @@
 // points it is judged on. Over shared memory each set of terms is fitted
 // (a coordinate search on a grid per term, for the smallest mean |error|)
 // on measurements of its own, the earlier sets held:
-//   - α, β, γ, memory bandwidth and the cache (factor and size) on the
-//     schedules (AllReduce forced to each algorithm, AllGather) of the
-//     -fit ranks only (default 2, on the machine's cores: one exchange per
-//     step, in effect a message-latency and copy-bandwidth measurement);
+//   - α, β, γ, memory bandwidth, the cache factor and the futex wake-up
+//     (sleep) on the schedules (AllReduce forced to each algorithm,
+//     AllGather) of the -fit ranks only (default 2, on the machine's
+//     cores: one exchange per step, in effect a message-latency and
+//     copy-bandwidth measurement); the cache's size is the machine's
+//     last-level cache, not fitted (2 ranks' working sets, 4 MiB at
+//     512 KiB and 34 MiB at 8 MiB, cannot place it);
 //   - the slot α on those ranks' group calls (small collectives left to
 //     the planner, which run through shared-memory slots);
 //   - the terms for more ranks than cores (switch, core share, wake) on
