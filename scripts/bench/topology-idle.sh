@@ -10,10 +10,13 @@
 # settings measured side by side. Rows (the "impl" column says which):
 #   rtt ...      small messages across hosts: 8 B AllReduce and Barrier on
 #                2 namespaces × 2 ranks, default vs HCOMM_TOPOLOGY=off, and
-#                the reference exchange: 2 ranks, one per namespace (a
-#                2-rank AllReduce or Barrier is one message each way at
-#                once, so its time is one one-way trip plus the library's
-#                cost; the round trip is twice that);
+#                the references on 2 ranks, one per namespace: the round
+#                trip (op pingpong: 8 B there and back, hcomm's own
+#                Send/Recv; the target is AllReduce and Barrier at
+#                2 × 2 within 1.2× of it) and the exchange (a 2-rank
+#                AllReduce or Barrier is one message each way at once, so
+#                its time is one one-way trip plus the library's cost:
+#                about half the round trip);
 #   pick ...     the planner against every forced AllReduce algorithm,
 #                8 B to 64 MiB on 2 × 2, consecutive (slot) and interleaved
 #                (node); the default should be within 10% of the best;
@@ -55,7 +58,7 @@ local_() {
 for _ in $(seq "$ROUNDS"); do
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 default" allreduce,barrier 8 8 2
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 off" allreduce,barrier 8 8 2 HCOMM_TOPOLOGY=off
-	ns tpi0:1,tpi1:1 slot "rtt 1x1 exchange" allreduce,barrier 8 8 2
+	ns tpi0:1,tpi1:1 slot "rtt 1x1 exchange" allreduce,barrier,pingpong 8 8 2
 	for map in slot node; do
 		ns tpi0:2,tpi1:2 "$map" "pick $map default" allreduce 8 64M 8
 		for a in ring rd hd dbtree hring hier leader; do
