@@ -617,6 +617,7 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 	// lengthens the next spin.
 	budget := time.Duration(w.spin.Load())
 	var start time.Time
+	var done <-chan struct{}
 	for i := 0; ; i++ {
 		if v := loadSignal(word); v >= atLeast {
 			if budget < spinMax {
@@ -625,15 +626,22 @@ func (w *Window) WaitSignal(ctx context.Context, sig int, atLeast uint64) (uint6
 			return v, nil
 		}
 		if i%256 == 255 {
-			// The clock is read only once the signal is late: most
-			// come within the first loads (a clock read costs as much
-			// as the signal's trip between the CPUs).
+			// The clock and the context are read only once the signal
+			// is late: most come within the first loads (a clock read
+			// costs as much as the signal's trip between the CPUs).
 			if start.IsZero() {
-				start = time.Now()
+				start, done = time.Now(), ctx.Done()
 			} else if d := time.Since(start); d >= budget {
 				break
 			} else if d > pollFor || w.oversub {
 				spin.YieldCPU()
+			}
+			select {
+			case <-done:
+				// Cancelled while spinning: as prompt as a sleeper.
+				w.spin.Store(int64(spinMin))
+				return loadSignal(word), ctx.Err()
+			default:
 			}
 			runtime.Gosched()
 		}

@@ -383,6 +383,48 @@ func TestWaitSignalDeadline(t *testing.T) {
 	}
 }
 
+// askedCtx reports, by closing asked, the first time its Done channel is
+// asked for.
+type askedCtx struct {
+	context.Context
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (c *askedCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.Context.Done()
+}
+
+// A WaitSignal cancelled while it spins returns at once, however long
+// its spin budget (an hour here): the context is cancelled only once the
+// spin has asked for its Done channel, so the spin, not the sleep, must
+// notice it.
+func TestWaitSignalCancelSpinning(t *testing.T) {
+	ws := group(t, 2, 10, kinds[0])
+	w := ws[0]
+	w.spin.Store(int64(time.Hour))
+	parent, cancel := context.WithCancel(context.Background())
+	ctx := &askedCtx{Context: parent, asked: make(chan struct{})}
+	go func() {
+		<-ctx.asked
+		cancel()
+	}()
+	if _, err := w.WaitSignal(ctx, 0, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitSignal cancelled while spinning: %v", err)
+	}
+	if got := time.Duration(w.spin.Load()); got != spinMin {
+		t.Fatalf("after a cancelled wait the spin is %v, want %v", got, spinMin)
+	}
+	// The fast path is unchanged: a signal already there is returned.
+	if err := ws[1].PutSignal(context.Background(), 0, 0, nil, Shape{}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := w.WaitSignal(context.Background(), 0, 1); err != nil || v != 1 {
+		t.Fatalf("WaitSignal of a set signal = %d, %v", v, err)
+	}
+}
+
 // hostile makes a window on rank 0 of two; rank 1 is the returned raw
 // endpoint, which speaks the message protocol by hand.
 func hostile(t *testing.T) (*Window, *local.Transport, uint32) {
