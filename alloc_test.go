@@ -167,6 +167,32 @@ func rankAlloc(t *testing.T, c *Comm, shared bool) {
 		if me == 0 {
 			check("Reduce", rr, func(i int) float32 { return float32(n - 1 + i) })
 		}
+		// Gather and Reduce to the last rank read rank 0's input: the
+		// root's verdict sends every rank to the transport when it is
+		// ordinary memory.
+		for i := range m {
+			s[i] = float32(me*m + i)
+		}
+		rg = nil
+		if me == root {
+			rg = r[:n*m]
+		}
+		if err := Gather(ctx, c, s[:m], rg, root); err != nil {
+			t.Fatal(err)
+		}
+		if me == root {
+			check("Gather to the last rank", rg, func(i int) float32 { return float32(i) })
+		}
+		rr = nil
+		if me == root {
+			rr = r[:m]
+		}
+		if err := Reduce(ctx, c, s[:m], rr, Sum, root); err != nil {
+			t.Fatal(err)
+		}
+		if me == root {
+			check("Reduce to the last rank", rr, func(i int) float32 { return float32(m*n*(n-1)/2 + n*i) })
+		}
 		// The V forms: rank p's block has m-7p elements.
 		counts := make([]int, n)
 		total := 0
@@ -220,8 +246,9 @@ func rankAlloc(t *testing.T, c *Comm, shared bool) {
 		got := c.reg.Hits.Load() - hits
 		// Unregistered, only the calls on r alone (AllGather and
 		// AllReduce in place) and those that do not read rank 0's input
-		// from another rank (Gather, Scatter, Reduce) may take the path.
-		want := uint64(13)
+		// from another rank (Gather and Reduce to rank 0, Scatter) may
+		// take the path.
+		want := uint64(15)
 		if !registered {
 			want = 5
 		}

@@ -12,7 +12,9 @@
 // pulls what it needs from the peers' mappings into its own output — the
 // copy-only collectives with a single copy, the reductions reading every
 // rank's input in place — and the ranks exchange a second record (done),
-// after which no rank touches another's memory for this call. Otherwise
+// after which no rank touches another's memory for this call (the rooted
+// collectives exchange one record each way between the root and each
+// other rank instead: see Begin). Otherwise
 // the call runs its ordinary program: the records were the first messages
 // of the call, so the ranks stay in step.
 package zcopy

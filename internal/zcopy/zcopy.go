@@ -16,7 +16,7 @@ import (
 // Records: 32 bytes, little endian.
 //
 //	[0:2]   magic
-//	[2]     flags (FlagIn, FlagOut, FlagBig)
+//	[2]     flags (FlagIn, FlagOut, FlagBig, FlagDone)
 //	[3]     0
 //	[4:8]   id of the buffer holding the input (0: none)
 //	[8:12]  id of the buffer holding the output (0: none)
@@ -31,9 +31,10 @@ const (
 	RecSize = 32
 	magic   = 0x5a43 // "CZ"
 
-	FlagIn  = 1 // the input is registered
-	FlagOut = 2 // the output is registered
-	FlagBig = 4 // AllToAllV: this rank's part is at least the threshold
+	FlagIn   = 1 // the input is registered
+	FlagOut  = 2 // the output is registered
+	FlagBig  = 4 // AllToAllV: this rank's part is at least the threshold
+	FlagDone = 8 // Gather, Reduce: the root took the path and no longer reads the inputs
 )
 
 // Call is one collective call, as the path sees it.
@@ -104,7 +105,7 @@ func Decode(q []byte) (flags byte, inID, outID uint32, inOff, outOff uint64, err
 	if m := binary.LittleEndian.Uint16(q); m != magic {
 		return 0, 0, 0, 0, 0, fmt.Errorf("bad magic %#x", m)
 	}
-	if q[2]&^(FlagIn|FlagOut|FlagBig) != 0 || q[3] != 0 || binary.LittleEndian.Uint32(q[12:]) != 0 {
+	if q[2]&^(FlagIn|FlagOut|FlagBig|FlagDone) != 0 || q[3] != 0 || binary.LittleEndian.Uint32(q[12:]) != 0 {
 		return 0, 0, 0, 0, 0, fmt.Errorf("reserved bits set")
 	}
 	return q[2], binary.LittleEndian.Uint32(q[4:]), binary.LittleEndian.Uint32(q[8:]),
@@ -219,18 +220,55 @@ type Path struct {
 	T          transport.Transport
 	FP         *wire.Fingerprint
 	Min        int                          // the threshold (AllToAllV decides through FlagBig)
-	Clock      interface{ Now() time.Time } // if set, Run reads it once the first records are in (Met)
+	Clock      interface{ Now() time.Time } // if set, Begin reads it once the ranks agree (Met)
 
-	Took bool      // Run took the zero-copy path
-	Met  time.Time // when every peer's first record had arrived (Clock set)
+	Took bool      // the call takes the zero-copy path
+	Met  time.Time // when the ranks' agreement had arrived (Clock set)
 	Msgs int       // records this rank sent and received
+
+	done bool // Begin also completed the call (a non-root of Gather or Reduce)
 }
 
-// Run runs candidate k by the zero-copy path. It returns false (and no
-// error) when the ranks' buffers do not allow it: the caller then runs
-// the call's program, whose messages follow the records. The caller
-// holds r.Mu shared.
+// How a call's ranks agree on the path and complete it. Where only the
+// root's buffer is read (Broadcast, Scatter) only the root's record
+// matters, and where only the root reads (Gather, Reduce) only the
+// root decides: these exchange one record each way between the root and
+// each other rank, and the non-roots wait for nobody but the root. The
+// others exchange records between every pair, twice (three times for
+// AllReduce).
+const (
+	symmetric = iota
+	fromRoot  // Broadcast, Scatter: the root sends its record; the others pull and answer "done"
+	toRoot    // Gather, Reduce: the others send their records; the root pulls and answers with its verdict
+)
+
+func shapeOf(k *Call) int {
+	switch k.Coll {
+	case sched.Broadcast, sched.Scatter:
+		return fromRoot
+	case sched.Gather, sched.Reduce:
+		return toRoot
+	}
+	return symmetric
+}
+
+// Run runs candidate k by the zero-copy path: Begin, then Finish if the
+// path is taken. It returns false (and no error) when the ranks' buffers
+// do not allow it: the caller then runs the call's program, whose
+// messages follow the records. The caller holds r.Mu shared.
 func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
+	took, err := r.Begin(ctx, z, k)
+	if !took || err != nil {
+		return took, err
+	}
+	return true, r.Finish(ctx, z, k)
+}
+
+// Begin is the ranks' agreement on candidate k: it reports whether the
+// call takes the zero-copy path (then Finish must follow) or runs its
+// program. Every rank gets the same answer. The caller holds r.Mu shared
+// until Finish returns.
+func (r *Registry) Begin(ctx context.Context, z *Path, k *Call) (bool, error) {
 	inID, inOff := r.find(k.In)
 	outID, outOff := r.find(k.Out)
 	var flags byte
@@ -252,12 +290,36 @@ func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
 	} else {
 		encode(r.mine, flags, inID, outID, uint64(inOff), uint64(outOff))
 	}
-	if err := r.round(ctx, z, v); err != nil {
+	took, err := false, error(nil)
+	switch shapeOf(k) {
+	case fromRoot:
+		took, err = r.beginFrom(ctx, z, k)
+	case toRoot:
+		took, err = r.beginTo(ctx, z, k)
+	default:
+		took, err = r.beginAll(ctx, z, k, v)
+	}
+	if err != nil || !took {
 		return false, err
 	}
+	r.Hits.Add(1)
+	z.Took = true
+	return true, nil
+}
+
+// agreed stamps the moment the ranks' agreement was in (Met).
+func (z *Path) agreed() {
 	if z.Clock != nil {
 		z.Met = z.Clock.Now()
 	}
+}
+
+// beginAll: every rank sends its record to every other.
+func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool, error) {
+	if err := r.round(ctx, z, v); err != nil {
+		return false, err
+	}
+	z.agreed()
 	big := !v
 	for p := range z.Size {
 		if err := r.decode(p); err != nil {
@@ -269,16 +331,157 @@ func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
 		}
 		big = big || f&FlagBig != 0
 	}
-	if !big {
-		return false, nil
+	return big, nil
+}
+
+// beginFrom: the root's record decides (only its buffer is read).
+func (r *Registry) beginFrom(ctx context.Context, z *Path, k *Call) (bool, error) {
+	root := k.Root
+	if z.Rank == root {
+		for p := range z.Size {
+			if p != root {
+				if err := r.send(ctx, z, p, r.mine[:RecSize]); err != nil {
+					return false, err
+				}
+			}
+		}
+		z.agreed()
+		n := need(k, root)
+		return r.mine[2]&n == n, nil
 	}
-	if err := r.move(ctx, z, k); err != nil {
+	if err := r.recv(ctx, z, root); err != nil {
 		return false, err
 	}
-	r.Hits.Add(1)
-	z.Took = true
+	z.agreed()
+	if err := r.decode(root); err != nil {
+		return false, err
+	}
+	n := need(k, root)
+	return r.recs[root].flags&n == n, nil
+}
+
+// beginTo: the root decides from the others' records (only it reads) and
+// tells them in its verdict, at once when the path is not taken, else
+// once it is done (Finish); a non-root's call ends with the verdict.
+func (r *Registry) beginTo(ctx context.Context, z *Path, k *Call) (bool, error) {
+	root := k.Root
+	if z.Rank != root {
+		if err := r.send(ctx, z, root, r.mine[:RecSize]); err != nil {
+			return false, err
+		}
+		if err := r.recv(ctx, z, root); err != nil {
+			return false, err
+		}
+		z.agreed()
+		flags, _, _, _, _, err := Decode(r.all[root*RecSize:])
+		if err != nil {
+			return false, invalid("rank %d sent a malformed zero-copy verdict: %v", root, err)
+		}
+		z.done = true
+		return flags&FlagDone != 0, nil
+	}
+	took := true
+	var err error
+	for p := range z.Size {
+		if p == root {
+			continue
+		}
+		if e := r.recv(ctx, z, p); e != nil {
+			return false, e
+		}
+		if err == nil {
+			err = r.decode(p)
+		}
+		if n := need(k, p); err == nil && r.recs[p].flags&n != n {
+			took = false
+		}
+	}
+	z.agreed()
+	if err != nil {
+		// The others are released (the root reads nothing of theirs)
+		// rather than left waiting.
+		r.verdict(ctx, z, k, FlagDone)
+		return false, err
+	}
+	if !took {
+		return false, r.verdict(ctx, z, k, 0)
+	}
+	return true, nil
+}
+
+// verdict sends the root's verdict (flags) to every other rank.
+func (r *Registry) verdict(ctx context.Context, z *Path, k *Call, flags byte) error {
+	encode(r.mine, flags, 0, 0, 0, 0)
+	for p := range z.Size {
+		if p != k.Root {
+			if err := r.send(ctx, z, p, r.mine[:RecSize]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Finish moves the bytes of a call Begin agreed on and completes it:
+// once it returns no rank reads or writes this rank's memory for the
+// call.
+func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
+	if z.done {
+		return nil
+	}
+	switch shapeOf(k) {
+	case fromRoot:
+		if z.Rank != k.Root {
+			// The root waits for "done" whatever happens here.
+			err := r.move(ctx, z, k)
+			if e := r.send(ctx, z, k.Root, r.mine[:RecSize]); err == nil {
+				err = e
+			}
+			return err
+		}
+		if err := r.move(ctx, z, k); err != nil {
+			return err
+		}
+		for p := range z.Size {
+			if p != k.Root {
+				if err := r.recv(ctx, z, p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case toRoot:
+		// The others wait for the verdict whatever happens here.
+		err := r.move(ctx, z, k)
+		if e := r.verdict(ctx, z, k, FlagDone); err == nil {
+			err = e
+		}
+		return err
+	}
+	if err := r.move(ctx, z, k); err != nil {
+		return err
+	}
 	// Done: nobody reads or writes another rank's memory after this.
-	return true, r.round(ctx, z, false)
+	return r.round(ctx, z, false)
+}
+
+// send sends b to rank p: at once where the transport takes it
+// (transport.Eager), else by a Send that p's matching Recv completes (p
+// receives from this rank before it sends to it, in every shape).
+func (r *Registry) send(ctx context.Context, z *Path, p int, b []byte) error {
+	z.Msgs++
+	if eg, ok := z.T.(transport.Eager); ok {
+		if ok, err := eg.TrySend(ctx, p, z.FP, b); ok || err != nil {
+			return err
+		}
+	}
+	return z.T.Send(ctx, p, z.FP, b)
+}
+
+// recv receives rank p's record into r.all.
+func (r *Registry) recv(ctx context.Context, z *Path, p int) error {
+	z.Msgs++
+	return z.T.Recv(ctx, p, z.FP, r.all[p*RecSize:(p+1)*RecSize])
 }
 
 // round sends this rank's record (perPeer: a record of its own to each

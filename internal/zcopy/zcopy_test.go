@@ -18,7 +18,7 @@ func FuzzRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if flags&^(FlagIn|FlagOut|FlagBig) != 0 {
+		if flags&^(FlagIn|FlagOut|FlagBig|FlagDone) != 0 {
 			t.Fatalf("flags %#x accepted", flags)
 		}
 		for _, off := range []uint64{inOff, outOff} {
@@ -50,7 +50,7 @@ func TestDecode(t *testing.T) {
 		{"good", func(b []byte) []byte { return b }, false},
 		{"short", func(b []byte) []byte { return b[:RecSize-1] }, true},
 		{"magic", func(b []byte) []byte { b[0]++; return b }, true},
-		{"flags", func(b []byte) []byte { b[2] |= 8; return b }, true},
+		{"flags", func(b []byte) []byte { b[2] |= 16; return b }, true},
 		{"reserved", func(b []byte) []byte { b[3] = 1; return b }, true},
 		{"reserved2", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], 1); return b }, true},
 	} {
