@@ -61,6 +61,11 @@ func (c *Comm) Alloc(parent context.Context, n int) (*Buffer, error) {
 	return &Buffer{c: c, b: c.reg.Add(c.size, rb)}, nil
 }
 
+// ZeroCopyCalls returns how many collectives this rank has run by the
+// zero-copy path on registered memory, so that a program can check that
+// its buffers qualify (hcomm perf -registered names the path this way).
+func (c *Comm) ZeroCopyCalls() uint64 { return c.reg.Hits.Load() }
+
 // Bytes returns this rank's registered memory (nil after Free).
 func (b *Buffer) Bytes() []byte {
 	if b == nil || b.b.Freed.Load() {

@@ -632,9 +632,10 @@ func testAllocLarge(t *testing.T, eng int) {
 			if c.reg.Hits.Load() != 2 {
 				t.Errorf("rank %d: %d zero-copy calls, want 2", me, c.reg.Hits.Load())
 			}
-			// AllGather copies one 8 MiB block; AllReduce reduces one
-			// 4 MiB segment and copies the other.
-			if s := c.reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() != 3 {
+			// AllGather copies two 8 MiB blocks (its own and the
+			// peer's); AllReduce reduces one 4 MiB segment and copies
+			// the other.
+			if s := c.reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() != 4 {
 				t.Errorf("rank %d: engine %v, want %v, splits", me, s != nil, eng > 0)
 			}
 		})
@@ -645,9 +646,9 @@ func testAllocLarge(t *testing.T, eng int) {
 	}
 }
 
-// An Observer's OpEnd names the zero-copy path for a call that took it
-// (its messages are the records: two rounds, each one record to and from
-// the peer) and the planner's algorithm for one that fell back.
+// An Observer's OpStart and OpEnd name the zero-copy path for a call that
+// took it (its messages are the records: two rounds, each one record to
+// and from the peer) and the planner's algorithm for one that fell back.
 func TestAllocObserved(t *testing.T) {
 	var mu sync.Mutex
 	var ends, starts []OpEvent
@@ -709,9 +710,26 @@ func TestAllocObserved(t *testing.T) {
 			t.Errorf("rank %d AllGather %d: Algo %q, Chunks %d, Wait %v of %v", e.Rank, e.Seq, e.Algo, e.Chunks, e.Wait, e.Duration)
 		}
 	}
+	// OpStart names what runs, as OpEnd does: it comes once the ranks
+	// have chosen the path.
+	type key struct {
+		rank int
+		seq  uint64
+	}
+	start := map[key]OpEvent{}
 	for _, e := range starts {
-		if e.Algo == "" || e.Algo == "zero-copy" {
-			t.Errorf("OpStart of %s %d: Algo %q, want the planner's", e.Op, e.Seq, e.Algo)
+		if e.Algo == "" {
+			t.Errorf("OpStart of %s %d: no Algo", e.Op, e.Seq)
+		}
+		if _, dup := start[key{e.Rank, e.Seq}]; dup {
+			t.Errorf("rank %d %s %d: two OpStarts", e.Rank, e.Op, e.Seq)
+		}
+		start[key{e.Rank, e.Seq}] = e
+	}
+	for _, e := range ends {
+		s, ok := start[key{e.Rank, e.Seq}]
+		if !ok || s.Algo != e.Algo || s.Chunks != e.Chunks || !s.Start.Equal(e.Start) {
+			t.Errorf("rank %d %s %d: OpStart %q (%d messages, %v), OpEnd %q (%d, %v)", e.Rank, e.Op, e.Seq, s.Algo, s.Chunks, s.Start, e.Algo, e.Chunks, e.Start)
 		}
 	}
 }

@@ -99,10 +99,11 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		slot = c.rec.Begin(k.name, fp, now)
 	}
 	c.grp.slot = slot
+	zc := !group && c.zeroCopy(k)
 	var ev OpEvent
 	var region *rtrace.Region
 	if observed {
-		ev, region = c.observe(parent, k, prog, now)
+		ev, region = c.observe(parent, k, prog, now, zc)
 	}
 	// end ends the call's deadline once a failure has been reported (the
 	// report reads the deadline's state).
@@ -123,8 +124,8 @@ func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, 
 		if c.size > 1 {
 			c.stall.Begin(fp.Seq, now)
 		}
-		if c.zeroCopy(k) {
-			err = c.runZeroCopy(ctx, prog, fp, k)
+		if zc {
+			err = c.runZeroCopy(ctx, prog, fp, k, &ev)
 			if observed {
 				c.zcObserved(&ev)
 			}

@@ -70,7 +70,7 @@ type OpEvent struct {
 	Op       string // "AllReduce", "Broadcast", …
 	DType    DType
 	Bytes    int    // the larger of this rank's input and output, in bytes
-	Algo     string // the algorithm the planner chose ("ring", "rd", …); OpEnd's is "zero-copy" for a call that took the zero-copy path (Comm.Alloc)
+	Algo     string // the algorithm that runs: the planner's ("ring", "rd", …), or "zero-copy" for a call on registered memory that takes that path (Comm.Alloc)
 	Chunks   int    // messages this rank sends and receives (each cut to at most the chunk size)
 	Start    time.Time
 	Duration time.Duration // OpEnd only
@@ -88,8 +88,9 @@ type OpEvent struct {
 
 // observe starts an operation's observation: the Observer's OpStart and,
 // when the program runs under `go tool trace`, a runtime/trace region. It
-// returns what observeEnd needs. c.mu is held.
-func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start time.Time) (OpEvent, *rtrace.Region) {
+// returns what observeEnd needs. c.mu is held. OpStart of a zero-copy
+// candidate (zc) waits until the ranks have chosen its path (runZeroCopy).
+func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start time.Time, zc bool) (OpEvent, *rtrace.Region) {
 	var ev OpEvent
 	if o := c.set.observer; o != nil {
 		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.DT),
@@ -97,7 +98,7 @@ func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start 
 		if prog != nil { // nil: a group call (group.go), which moves one slot
 			ev.Algo, ev.Chunks = prog.Algo, c.ex.Chunks(prog, k.DT.Size())
 		}
-		if o.OpStart != nil {
+		if o.OpStart != nil && !zc {
 			o.OpStart(ev)
 		}
 	}

@@ -29,18 +29,29 @@ func (c *Comm) zeroCopy(k *call) bool {
 }
 
 // runZeroCopy runs candidate k by the zero-copy path, or by prog when the
-// ranks' buffers do not allow it. The caller holds c.mu and has just
-// called zeroCopy(k).
-func (c *Comm) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fingerprint, k *call) error {
+// ranks' buffers do not allow it, and tells the Observer's OpStart (ev)
+// which once the ranks agree. The caller holds c.mu and has just called
+// zeroCopy(k).
+func (c *Comm) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fingerprint, k *call, ev *OpEvent) error {
 	c.reg.Mu.RLock()
 	defer c.reg.Mu.RUnlock()
 	c.zcPath = zcopy.Path{Rank: c.rank, Size: c.size, T: c.t, FP: fp, Min: c.set.zeroCopy}
 	if c.set.observer != nil {
 		c.zcPath.Clock = &c.clock
 	}
-	took, err := c.reg.Run(ctx, &c.zcPath, &c.zc)
-	if took || err != nil {
+	took, err := c.reg.Begin(ctx, &c.zcPath, &c.zc)
+	if o := c.set.observer; o != nil && o.OpStart != nil {
+		e := *ev
+		if took {
+			e.Algo, e.Chunks = zcopy.Algo, zcopy.Msgs(&c.zc, c.rank, c.size)
+		}
+		o.OpStart(e)
+	}
+	switch {
+	case err != nil:
 		return err
+	case took:
+		return c.reg.Finish(ctx, &c.zcPath, &c.zc)
 	}
 	return c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
 }

@@ -939,4 +939,26 @@ func TestPerfLocalRegistered(t *testing.T) {
 	if rows, err := readRows(strings.NewReader(out.String())); err != nil || len(rows) != 2*2*4 { // 2 ops, in and out of place, 4 sizes
 		t.Fatalf("gather, scatter: %d rows (%v):\n%s", len(rows), err, out.String())
 	}
+	// The pick column names what ran: the zero-copy path from
+	// HCOMM_ZERO_COPY's default (256 KiB) on registered memory only.
+	for _, reg := range []bool{true, false} {
+		out.Reset()
+		args := []string{"-local", "-n", "2", "-op", "allgather,broadcast", "-b", "64K", "-e", "512K", "-f", "8",
+			"-T", "0.002", "-json"}
+		if reg {
+			args = append(args, "-registered")
+		}
+		if err := perfMain(args, &out, io.Discard); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		rows, err := readRows(strings.NewReader(out.String()))
+		if err != nil || len(rows) != 4 {
+			t.Fatalf("%d rows (%v):\n%s", len(rows), err, out.String())
+		}
+		for _, r := range rows {
+			if zc := r.Pick == "zero-copy"; zc != (reg && r.Bytes >= 256<<10) || r.Pick == "" {
+				t.Errorf("registered=%v %s of %d bytes: pick %q", reg, r.Op, r.Bytes, r.Pick)
+			}
+		}
+	}
 }

@@ -29,7 +29,7 @@ type row struct {
 	Redop   string  `json:"redop,omitempty"`
 	Root    int     `json:"root"`
 	Algo    string  `json:"algo,omitempty"` // the -algo setting measured ("" for the cost model)
-	Pick    string  `json:"pick,omitempty"` // the algorithm the planner picked for the point
+	Pick    string  `json:"pick,omitempty"` // the algorithm that ran the point: the planner's pick, or "zero-copy"
 	InPlace bool    `json:"in_place"`
 	Iters   int64   `json:"iters"`
 	Usec    float64 `json:"usec"`
@@ -118,9 +118,11 @@ func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size
 	if err := c.Barrier(ctx); err != nil {
 		return row{}, 0, err
 	}
+	zc := c.ZeroCopyCalls()
 	if err := b.run(ctx); err != nil {
 		return row{}, 0, err
 	}
+	zc = c.ZeroCopyCalls() - zc // the ranks take the path alike
 	wrong := []int64{b.wrong()}
 	if wrong[0] != 0 {
 		fmt.Fprintf(errOut, "ERROR impl=%s op=%s ranks=%d bytes=%d rank=%d: %d wrong elements\n",
@@ -174,6 +176,9 @@ func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size
 	}
 	if e, err := c.ExplainPlan(op, dt, int(b.count)); err == nil {
 		r.Pick = e.Algo
+	}
+	if zc > 0 {
+		r.Pick = "zero-copy" // registered memory: what ran, not the planner's pick
 	}
 	r.AlgBW, r.BusBW = bandwidths(r.Bytes, r.Usec, bo.factor(c.Size()))
 	return r, time.Duration(est[0] * float64(time.Second)), nil

@@ -213,8 +213,8 @@ func need(k *Call, p int) byte {
 // Observer's OpEvent, trace files).
 const Algo = "zero-copy"
 
-// Path is what a call needs of its communicator, and what Run tells of
-// the call.
+// Path is what a call needs of its communicator, and what Begin and
+// Finish tell of the call.
 type Path struct {
 	Rank, Size int
 	T          transport.Transport
@@ -252,22 +252,27 @@ func shapeOf(k *Call) int {
 	return symmetric
 }
 
-// Run runs candidate k by the zero-copy path: Begin, then Finish if the
-// path is taken. It returns false (and no error) when the ranks' buffers
-// do not allow it: the caller then runs the call's program, whose
-// messages follow the records. The caller holds r.Mu shared.
-func (r *Registry) Run(ctx context.Context, z *Path, k *Call) (bool, error) {
-	took, err := r.Begin(ctx, z, k)
-	if !took || err != nil {
-		return took, err
+// Msgs returns the records rank me of size ranks sends and receives in a
+// call k that takes the zero-copy path (Path.Msgs once it has run).
+func Msgs(k *Call, me, size int) int {
+	switch shapeOf(k) {
+	case fromRoot, toRoot:
+		if me == k.Root {
+			return 2 * (size - 1)
+		}
+		return 2
 	}
-	return true, r.Finish(ctx, z, k)
+	if k.Coll == sched.AllReduce {
+		return 6 * (size - 1)
+	}
+	return 4 * (size - 1)
 }
 
 // Begin is the ranks' agreement on candidate k: it reports whether the
 // call takes the zero-copy path (then Finish must follow) or runs its
-// program. Every rank gets the same answer. The caller holds r.Mu shared
-// until Finish returns.
+// program, whose messages follow the records (false and no error). Every
+// rank gets the same answer. The caller holds r.Mu shared until Finish
+// returns.
 func (r *Registry) Begin(ctx context.Context, z *Path, k *Call) (bool, error) {
 	inID, inOff := r.find(k.In)
 	outID, outOff := r.find(k.Out)
@@ -577,7 +582,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			dst := k.Out[off : off+l]
 			if p == me {
 				if !k.InPlace {
-					copy(dst, k.In)
+					r.copy(dst, k.In) // large blocks around the caches, as the peers' are
 				}
 				continue
 			}
@@ -591,7 +596,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 		off, l := blk(k, me)
 		if me == k.Root {
 			if !k.InPlace {
-				copy(k.Out, k.In[off:off+l])
+				r.copy(k.Out, k.In[off:off+l])
 			}
 			return nil
 		}
