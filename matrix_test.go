@@ -245,10 +245,10 @@ func matrixReductions[T Element](t *testing.T, ctx context.Context, rn runner, c
 	}
 	name := "AllReduce " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
-		in := input[T](c.Rank(), count)
+		in := reg(c, input[T](c.Rank(), count))
 		out := in
 		if !inplace {
-			out = make([]T, count)
+			out = mem[T](c, count)
 		}
 		if err := AllReduce(ctx, c, in, out, op); err != nil {
 			return err
@@ -259,12 +259,12 @@ func matrixReductions[T Element](t *testing.T, ctx context.Context, rn runner, c
 	root := (count + 1) % n
 	name = "Reduce " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
-		in := input[T](c.Rank(), count)
+		in := reg(c, input[T](c.Rank(), count))
 		var out []T
 		if c.Rank() == root {
 			out = in
 			if !inplace {
-				out = make([]T, count)
+				out = mem[T](c, count)
 			}
 		}
 		if err := Reduce(ctx, c, in, out, op, root); err != nil {
@@ -284,8 +284,8 @@ func matrixReductions[T Element](t *testing.T, ctx context.Context, rn runner, c
 	name = "ReduceScatter " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
-		in := input[T](r, total)
-		out := make([]T, count)
+		in := reg(c, input[T](r, total))
+		out := mem[T](c, count)
 		if inplace {
 			out = in[r*count : (r+1)*count]
 		}
@@ -309,8 +309,8 @@ func matrixReductions[T Element](t *testing.T, ctx context.Context, rn runner, c
 	name = "ReduceScatterV " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
-		in := input[T](r, sum)
-		out := make([]T, cs[r])
+		in := reg(c, input[T](r, sum))
+		out := mem[T](c, cs[r])
 		if inplace {
 			out = in[displ[r] : displ[r]+cs[r]]
 		}
@@ -339,9 +339,9 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 	root := (count + 2) % n
 	name := "Broadcast " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
-		buf := make([]T, count)
+		buf := mem[T](c, count)
 		if c.Rank() == root {
-			buf = input[T](root, count)
+			buf = reg(c, input[T](root, count))
 		}
 		if err := Broadcast(ctx, c, buf, root); err != nil {
 			return err
@@ -357,8 +357,8 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 	name = "AllGather " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
-		out := make([]T, n*count)
-		in := input[T](r, count)
+		out := mem[T](c, n*count)
+		in := reg(c, input[T](r, count))
 		if inplace {
 			copy(out[r*count:], in)
 			in = out[r*count : (r+1)*count]
@@ -372,10 +372,10 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 	name = "Gather " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
-		in := input[T](r, count)
+		in := reg(c, input[T](r, count))
 		var out []T
 		if r == root {
-			out = make([]T, n*count)
+			out = mem[T](c, n*count)
 			if inplace {
 				copy(out[r*count:], in)
 				in = out[r*count : (r+1)*count]
@@ -401,7 +401,7 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		out := make([]T, len(wantV))
-		in := input[T](r, cs[r])
+		in := reg(c, input[T](r, cs[r]))
 		if inplace {
 			copy(out[displ[r]:], in)
 			in = out[displ[r] : displ[r]+cs[r]]
@@ -418,9 +418,9 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
 		var in []T
-		out := make([]T, count)
+		out := mem[T](c, count)
 		if r == root {
-			in = append([]T(nil), rootData...)
+			in = reg(c, rootData)
 			if inplace {
 				out = in[r*count : (r+1)*count]
 			}
@@ -435,10 +435,10 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 	name = "AllToAll " + tag
 	noErrs(t, name, rn.run(func(c *Comm) error {
 		r := c.Rank()
-		in := input[T](r, n*count)
+		in := reg(c, input[T](r, n*count))
 		out := in
 		if !inplace {
-			out = make([]T, n*count)
+			out = mem[T](c, n*count)
 		}
 		if err := AllToAll(ctx, c, in, out); err != nil {
 			return err
@@ -467,10 +467,10 @@ func matrixMoves[T Element](t *testing.T, ctx context.Context, rn runner, count 
 			st += sc[k]
 			rt += rc[k]
 		}
-		in := input[T](r, st)
+		in := reg(c, input[T](r, st))
 		out := in
 		if !inplace {
-			out = make([]T, rt)
+			out = mem[T](c, rt)
 		}
 		if err := AllToAllV(ctx, c, in, sc, out, rc); err != nil {
 			return err
