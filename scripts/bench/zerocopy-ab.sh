@@ -10,7 +10,9 @@
 # mpicc.openmpi), RUNS (3), RANKS (2), OPS, MINB (512K), MAXB (16M),
 # OUT (CSV file to append to), ENGINE (a size: also run hcomm-reg-eng,
 # registered buffers with HCOMM_COPY_ENGINE=ENGINE, the copy engine
-# forced on), NOMPI (1: leave Open MPI out).
+# forced on), OLD_BIN (another hcomm binary: also run hcomm-reg-old,
+# registered buffers with it, for an A/B of two versions of the path),
+# NOMPI (1: leave Open MPI out).
 # Rows: impl,op,ranks,bytes,usec,algbw,busbw.
 # Summarise with: python3 scripts/bench/zerocopy-summary.py OUT
 set -euo pipefail
@@ -27,6 +29,10 @@ over=
 for i in $(seq "$runs"); do
   "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm >>"$out"
   "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm-reg -registered >>"$out"
+  if [[ -n ${OLD_BIN:-} ]]; then
+    "$OLD_BIN" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H \
+      -label hcomm-reg-old -registered >>"$out"
+  fi
   if [[ -n ${ENGINE:-} ]]; then
     HCOMM_COPY_ENGINE=$ENGINE "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H \
       -label hcomm-reg-eng -registered >>"$out"
