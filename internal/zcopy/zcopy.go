@@ -358,10 +358,15 @@ func (r *Registry) beginFrom(ctx context.Context, z *Path, k *Call) (bool, error
 		return false, err
 	}
 	z.agreed()
+	n := need(k, root)
 	if err := r.decode(root); err != nil {
+		// A root whose flags say it took the path waits for "done":
+		// release it (it reads nothing of this rank's).
+		if f, _, _, _, _, e := Decode(r.all[root*RecSize:]); e == nil && f&n == n {
+			r.send(ctx, z, root, r.mine[:RecSize])
+		}
 		return false, err
 	}
-	n := need(k, root)
 	return r.recs[root].flags&n == n, nil
 }
 

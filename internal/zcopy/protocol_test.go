@@ -1,0 +1,103 @@
+package zcopy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport/local"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// The rooted shapes against a peer that speaks the records by hand
+// (rank 1 of 2): whatever it sends, rank 0 answers with the path both
+// take, or a clear error, and never leaves the peer waiting for a record
+// it owes it.
+func TestRootedRecords(t *testing.T) {
+	rec := func(flags byte, id uint32) []byte {
+		b := make([]byte, RecSize)
+		encode(b, flags, id, id, 0, 0)
+		return b
+	}
+	bad := rec(0, 0)
+	bad[0]++ // bad magic
+	type step struct {
+		send []byte // the peer sends this (nil: receives a record)
+		want byte   // flags the received record must carry (FlagDone checked)
+	}
+	for _, tc := range []struct {
+		name  string
+		coll  sched.Coll
+		root  int
+		peer  []step
+		took  bool
+		inval bool // Begin fails with ErrInvalidArgument
+	}{
+		// This rank is a non-root of Gather: its record out, the verdict in.
+		{"gather verdict done", sched.Gather, 1, []step{{}, {send: rec(FlagDone, 0)}}, true, false},
+		{"gather verdict not taken", sched.Gather, 1, []step{{}, {send: rec(0, 0)}}, false, false},
+		{"gather verdict malformed", sched.Gather, 1, []step{{}, {send: bad}}, false, true},
+		// A non-root of Broadcast: only the root's record decides.
+		{"broadcast root unregistered", sched.Broadcast, 1, []step{{send: rec(0, 0)}}, false, false},
+		// A root that took the path is told "done" even so.
+		{"broadcast root names an unknown buffer", sched.Broadcast, 1, []step{{send: rec(FlagOut, 5)}, {want: 0}}, false, true},
+		{"broadcast root malformed", sched.Broadcast, 1, []step{{send: bad}}, false, true},
+		// The root of Gather: a malformed record fails the call here, and
+		// the peer is released by a verdict saying done.
+		{"gather root, malformed record", sched.Gather, 0, []step{{send: bad}, {want: FlagDone}}, false, true},
+		{"gather root, unregistered peer", sched.Gather, 0, []step{{send: rec(0, 0)}, {want: 0}}, false, false},
+		// The root of Broadcast with an unregistered buffer: its record
+		// says so, and nobody waits for anything else.
+		{"broadcast root unregistered here", sched.Broadcast, 0, []step{{want: 0}}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			f := local.NewFabric(2)
+			fp := &wire.Fingerprint{Seq: 1, Coll: tc.coll}
+			r := &Registry{size: 2, mine: make([]byte, 2*RecSize), all: make([]byte, 2*RecSize), recs: make([]record, 2)}
+			k := &Call{Coll: tc.coll, Root: tc.root, DT: reduce.Uint8, In: make([]byte, 64), Out: make([]byte, 128), Count: 64}
+			z := &Path{Rank: 0, Size: 2, T: f.Endpoint(0), FP: fp, Min: 1}
+			type result struct {
+				took bool
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				took, err := r.Begin(ctx, z, k)
+				if err == nil && took {
+					err = r.Finish(ctx, z, k)
+				}
+				done <- result{took, err}
+			}()
+			peer := f.Endpoint(1)
+			for i, s := range tc.peer {
+				if s.send != nil {
+					if err := peer.Send(ctx, 0, fp, s.send); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					continue
+				}
+				got := make([]byte, RecSize)
+				if err := peer.Recv(ctx, 0, fp, got); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				flags, _, _, _, _, err := Decode(got)
+				if err != nil || flags&FlagDone != s.want&FlagDone {
+					t.Fatalf("step %d: the peer got flags %#x (%v), want done %v", i, flags, err, s.want&FlagDone != 0)
+				}
+			}
+			res := <-done
+			if res.took != tc.took || (res.err != nil) != tc.inval || tc.inval && !errors.Is(res.err, errs.ErrInvalidArgument) {
+				t.Fatalf("took %v, err %v; want took %v, invalid %v", res.took, res.err, tc.took, tc.inval)
+			}
+			if res.err == nil && z.Took != tc.took {
+				t.Fatalf("Path.Took %v", z.Took)
+			}
+		})
+	}
+}
