@@ -95,6 +95,8 @@ func TestRankProcess(t *testing.T) {
 		rankPathsFail(t, c)
 	case "pathsdead":
 		rankPathsDead(t, c)
+	case "pathsidle":
+		rankPathsIdle(t, c)
 	case "pathsdup":
 		rankPathsDup(t, c)
 	case "hosts":

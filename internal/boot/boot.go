@@ -55,6 +55,7 @@ type Options struct {
 	PathWeights string
 	TCPDead     time.Duration
 	PathStall   time.Duration
+	PathPing    time.Duration // tcp.Config.PingEvery (HCOMM_PATH_PING)
 	// CMAThreshold is the message size from which shared memory uses a
 	// single-copy process_vm_readv; <= 0 disables it.
 	CMAThreshold int
@@ -311,7 +312,7 @@ func Connect(ctx context.Context, o Options) (*Result, error) {
 		t, err := tcp.New(tcp.Config{Rank: o.Rank, Size: o.Size, Token: o.Token,
 			CommID: binary.LittleEndian.Uint64(h[:8]), Listener: lis, Addrs: addrs,
 			NSocks: o.NSocks, Checksum: o.Checksum, ConnectTimeout: timeLeft(ctx), Logger: o.Logger, LinkRate: LinkRate,
-			Weights: o.PathWeights, DeadAfter: o.TCPDead, StallAfter: o.PathStall,
+			Weights: o.PathWeights, DeadAfter: o.TCPDead, StallAfter: o.PathStall, PingEvery: o.PathPing,
 			PollFor: pollFor(o.TCPPoll, oversub), Yield: oversub})
 		if err != nil {
 			return fail(err)

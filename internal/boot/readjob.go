@@ -55,6 +55,7 @@ func ReadJob(c settings.Config, rendezvous store.Store, v settings.Values, chunk
 	o.Yield, o.TCPPoll, o.Checksum, o.Logger = v.Yield, v.TCPPoll, v.Checksum, log
 	o.KeepProcs = v.ProcsSet
 	o.PathWeights, o.TCPDead, o.PathStall = v.PathWeights, v.TCPDead, v.PathStall
+	o.PathPing = v.PathPing
 	// Single-copy shared memory (process_vm_readv) is off by default: on
 	// the machines measured so far the two-copy ring, with both cores
 	// copying, moves large messages about twice as fast.

@@ -95,6 +95,7 @@ type Values struct {
 	PathWeights    string        // "" (measured), "speed" or "equal"
 	TCPDead        time.Duration // 0: the transport's default, < 0: the system's
 	PathStall      time.Duration // 0: the transport's default, < 0: never retire a path
+	PathPing       time.Duration // 0: the transport's default, < 0: no idle pings
 	CheckResults   bool
 	Insecure       bool   // join without a secret token even where strangers can reach the job
 	DumpSignal     string // "", "USR1" or "USR2"
@@ -448,6 +449,31 @@ var Table = []Var{
 				return "0"
 			}
 			return v.PathStall.String()
+		}},
+	{Name: "HCOMM_PATH_PING", Type: "duration", Default: "1s",
+		Doc: "how often each idle connection of a network path other than a pair's first is pinged, so a path that stops while idle is retired (after HCOMM_PATH_STALL) before a message needs it; 0 = never",
+		parse: func(v *Values, s string) error {
+			d, err := ParseDuration(s)
+			if err != nil {
+				return err
+			}
+			if d < 0 || d > 0 && d < 10*time.Millisecond {
+				return fmt.Errorf("%v: want 0 or at least 10ms", d)
+			}
+			v.PathPing = d
+			if d == 0 {
+				v.PathPing = -1
+			}
+			return nil
+		},
+		show: func(v *Values) string {
+			switch {
+			case v.PathPing == 0:
+				return "1s"
+			case v.PathPing < 0:
+				return "0"
+			}
+			return v.PathPing.String()
 		}},
 	{Name: "HCOMM_CHECKSUM", Type: "bool", Default: "0", Field: "Checksum",
 		Doc:   "1: CRC32C on every TCP data frame",

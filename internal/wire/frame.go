@@ -29,6 +29,13 @@ const (
 	// again after the path was retired (see Handshake.Gen). It carries no
 	// payload and no fingerprint.
 	FrameRejoin FrameType = 4
+	// FramePing keeps an idle connection's path watched: the sender writes
+	// it at a low rate on a connection with nothing else in flight, and a
+	// path whose pings the peer's host does not acknowledge is retired.
+	// Receivers skip it wherever a header may come. It carries nothing:
+	// every other field is zero. (Type 5 is kept for the lead frame of the
+	// first path's failover.)
+	FramePing FrameType = 6
 )
 
 func (t FrameType) String() string {
@@ -41,6 +48,8 @@ func (t FrameType) String() string {
 		return "stripe"
 	case FrameRejoin:
 		return "rejoin"
+	case FramePing:
+		return "ping"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -181,6 +190,10 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	case FrameRejoin:
 		if d.Paths == 0 || d.Len != 0 || d.Total == 0 || d.Total > MaxGen || !allZero(b[24:]) {
 			return fmt.Errorf("wire: rejoin frame of paths %#x, generation %d, %d payload bytes: %w", d.Paths, d.Total, d.Len, ErrMalformed)
+		}
+	case FramePing:
+		if d.Len != 0 || d.Total != 0 || !allZero(b[24:]) {
+			return fmt.Errorf("wire: ping frame with %d payload bytes, total %d or a fingerprint: %w", d.Len, d.Total, ErrMalformed)
 		}
 	default:
 		return fmt.Errorf("wire: unknown frame type %d: %w", b[0], ErrMalformed)

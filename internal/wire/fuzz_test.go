@@ -16,6 +16,7 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 	f.Add(AppendAbortFrame(nil, "stop"))
 	seed(FrameHeader{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 7, Paths: 2, Len: 5, Offset: 1 << 20})
 	seed(FrameHeader{Type: FrameRejoin, Paths: 6, Total: 3})
+	seed(FrameHeader{Type: FramePing})
 	f.Add([]byte("HCOM"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h FrameHeader
@@ -27,6 +28,9 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		}
 		if h.Type == FrameRejoin && (h.Paths == 0 || h.Len != 0 || h.Total == 0 || h.Total > MaxGen) {
 			t.Fatalf("accepted a rejoin without paths, with a payload or out of the generations: %+v", h)
+		}
+		if h.Type == FramePing && (h != FrameHeader{Type: FramePing}) {
+			t.Fatalf("accepted a ping that carries something: %+v", h)
 		}
 		if h.Type == FrameStripe && (h.Offset+h.Len < h.Offset || h.Total != 0) {
 			t.Fatalf("accepted a stripe past 2^64 or with a total: %+v", h)

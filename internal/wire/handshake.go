@@ -15,8 +15,9 @@ const HandshakeMagic = "HCOM"
 // challenge-response; version 3 placed the stripes of a message after the
 // first by their offset (FrameStripe), so a stripe can be resent on another
 // path; version 4 numbered the generations of a path's connections
-// (Handshake.Gen, FrameRejoin), so a retired path can be dialed again.
-const HandshakeVersion = 4
+// (Handshake.Gen, FrameRejoin), so a retired path can be dialed again;
+// version 5 added the idle ping (FramePing).
+const HandshakeVersion = 5
 
 // MaxGen is the highest generation of a path's connections
 // (Handshake.Gen).

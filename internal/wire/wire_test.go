@@ -64,6 +64,7 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 9, Paths: 2, Len: 1, Offset: 1<<64 - 2},
 		{Type: FrameRejoin, Paths: 2, Total: 1},
 		{Type: FrameRejoin, Paths: 0x8000, Total: MaxGen},
+		{Type: FramePing},
 	} {
 		var b [FrameHeaderSize]byte
 		h.MarshalTo(b[:])
@@ -90,7 +91,12 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"empty", func() []byte { return nil }},
 		{"short", func() []byte { return encode(validDataHeader())[:FrameHeaderSize-1] }},
 		{"type 0", func() []byte { h := validDataHeader(); h.Type = 0; return encode(h) }},
-		{"type 5", func() []byte { h := validDataHeader(); h.Type = 5; return encode(h) }},
+		{"type 7", func() []byte { h := validDataHeader(); h.Type = 7; return encode(h) }},
+		{"ping with fingerprint", func() []byte { h := validDataHeader(); h.Type = FramePing; return encode(h) }},
+		{"ping with payload", func() []byte { return encode(FrameHeader{Type: FramePing, Len: 1}) }},
+		{"ping with total", func() []byte { return encode(FrameHeader{Type: FramePing, Total: 1}) }},
+		{"ping with paths", func() []byte { return encode(FrameHeader{Type: FramePing, Paths: 2}) }},
+		{"ping with flags", func() []byte { return encode(FrameHeader{Type: FramePing, Flags: FlagCRC32C}) }},
 		{"rejoin without paths", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Total: 1}) }},
 		{"rejoin of generation 0", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2}) }},
 		{"rejoin past MaxGen", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2, Total: MaxGen + 1}) }},
@@ -284,7 +290,8 @@ func TestHandshakeUnmarshalRejects(t *testing.T) {
 		{"version 1", encode(func(h *Handshake) { h.Version = 1 })},
 		{"version 2", encode(func(h *Handshake) { h.Version = 2 })},
 		{"version 3", encode(func(h *Handshake) { h.Version = 3 })},
-		{"version 5", encode(func(h *Handshake) { h.Version = 5 })},
+		{"version 4", encode(func(h *Handshake) { h.Version = 4 })},
+		{"version 6", encode(func(h *Handshake) { h.Version = 6 })},
 		{"rank out of range", encode(func(h *Handshake) { h.Rank = 4 })},
 		{"target out of range", encode(func(h *Handshake) { h.Target = 9 })},
 		{"empty world", encode(func(h *Handshake) { h.Size, h.Rank, h.Target = 0, 0, 0 })},

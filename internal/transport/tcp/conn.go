@@ -225,6 +225,16 @@ func (c *conn) readHeader(peer int, poll bool) (h wire.FrameHeader, n int, err e
 		c.peeked = false
 		return c.peek, wire.FrameHeaderSize, nil
 	}
+	for {
+		h, n, err = c.readOneHeader(peer, poll)
+		if err != nil || h.Type != wire.FramePing {
+			return h, n, err
+		}
+	}
+}
+
+// readOneHeader is readHeader without skipping pings.
+func (c *conn) readOneHeader(peer int, poll bool) (h wire.FrameHeader, n int, err error) {
 	if poll {
 		n, err = c.readPolled(c.rhdr[c.rhn:])
 	} else {
@@ -251,16 +261,20 @@ func (c *conn) watchHeader(peer int) (h wire.FrameHeader, err error) {
 		c.peeked = false
 		return c.peek, nil
 	}
-	n, err := io.ReadFull(c, c.rhdr[c.rhn:])
-	if err != nil {
-		c.rhn += n
-		return h, err
+	for {
+		n, err := io.ReadFull(c, c.rhdr[c.rhn:])
+		if err != nil {
+			c.rhn += n
+			return h, err
+		}
+		c.rhn = 0
+		if err := h.Unmarshal(c.rhdr[:]); err != nil {
+			return h, fmt.Errorf("rank %d sent a bad frame on connection %d: %v: %w", peer, c.idx, err, errProtocol)
+		}
+		if h.Type != wire.FramePing {
+			return h, nil
+		}
 	}
-	c.rhn = 0
-	if err := h.Unmarshal(c.rhdr[:]); err != nil {
-		return h, fmt.Errorf("rank %d sent a bad frame on connection %d: %v: %w", peer, c.idx, err, errProtocol)
-	}
-	return h, nil
 }
 
 // unread puts back a header read by watchHeader, for the next readHeader.

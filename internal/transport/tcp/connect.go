@@ -642,5 +642,8 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 	if pr.reprobe != 0 {
 		t.spawn(pr.probeAbsent)
 	}
+	if pr.failover && t.pingEvery > 0 {
+		t.spawn(pr.pingLoop)
+	}
 	return true
 }

@@ -130,6 +130,8 @@ const (
 	DefaultPollFor = 50 * time.Microsecond
 	// DefaultStallAfter is Config.StallAfter when zero.
 	DefaultStallAfter = time.Second
+	// DefaultPingEvery is Config.PingEvery when zero.
+	DefaultPingEvery = time.Second
 	// DefaultDeadAfter is Config.DeadAfter when zero.
 	DefaultDeadAfter = 20 * time.Second
 	// MaxSockets is the largest Config.NSocks accepted.
@@ -186,6 +188,12 @@ type Config struct {
 	// stripes sent again on the pair's first path: 0 means
 	// DefaultStallAfter, a negative value never retires a path.
 	StallAfter time.Duration
+	// PingEvery is how often the idle connections of a pair's paths
+	// other than its first are pinged (wire.FramePing), so that a path
+	// that stops while idle is retired, after StallAfter without an
+	// acknowledgement, before a message needs it: 0 means
+	// DefaultPingEvery, a negative value never pings.
+	PingEvery time.Duration
 	// DeadAfter is how long a connection may go without an answer from
 	// its peer's host (data unacknowledged, or keepalive probes
 	// unanswered while idle) before it fails and the peer is lost: 0
@@ -257,6 +265,7 @@ type Transport struct {
 	deadAfter      time.Duration // <= 0: the system's defaults
 	stallAfter     time.Duration // <= 0: paths are never retired
 	reprobeMax     time.Duration // longest wait between dials of an absent path (redial.go)
+	pingEvery      time.Duration // <= 0: no idle pings (ping.go)
 	ln             net.Listener
 	log            *slog.Logger
 	peers          []*peer // by rank; nil for this rank
@@ -270,6 +279,9 @@ type Transport struct {
 	// testTook, set by tests before use, is called when a receive takes
 	// the answer of the worker receiving a stripe on connection pos.
 	testTook func(pos int, err error)
+	// testPinged, set by tests before use, is called after each round of
+	// idle pings to a peer (ping.go).
+	testPinged func(peer int)
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
@@ -341,6 +353,10 @@ type peer struct {
 	gens       []*generation   // connections dialed again (under mu)
 	newGen     chan struct{}   // closed, and replaced, when a generation is complete (under mu)
 	rejoinable atomic.Uint32   // paths with a complete generation newer than sgen's
+
+	// Idle pings (ping.go).
+	sidle  sync.Mutex  // held by Send: the pinger works only between sends
+	pinged []time.Time // by position: when the pinger last wrote a ping (pinger only)
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -376,6 +392,7 @@ func New(cfg Config) (*Transport, error) {
 		fixedWeights:   cfg.Weights == "speed" || cfg.Weights == "equal",
 		deadAfter:      cfg.DeadAfter,
 		stallAfter:     cfg.StallAfter,
+		pingEvery:      cfg.PingEvery,
 		ln:             cfg.Listener,
 		log:            cfg.Logger,
 		peers:          make([]*peer, cfg.Size),
@@ -396,6 +413,9 @@ func New(cfg Config) (*Transport, error) {
 		t.deadAfter = DefaultDeadAfter
 	}
 	t.reprobeMax = reprobeMax
+	if t.pingEvery == 0 {
+		t.pingEvery = DefaultPingEvery
+	}
 	if t.stallAfter == 0 {
 		t.stallAfter = DefaultStallAfter
 	}
@@ -485,6 +505,8 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		return t.deadErr(ctx, pr)
 	}
 	defer pr.send.exit()
+	pr.sidle.Lock()
+	defer pr.sidle.Unlock()
 	total := uint64(len(p))
 	if total >= stripeMin && pr.rejoinable.Load() != 0 {
 		// A retired path was dialed again: move to it (redial.go).

@@ -1,0 +1,111 @@
+package tcp
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Idle pings.
+//
+// A path carries stripes only while large messages are sent; between them
+// (or in a job of small messages) a link that goes down is noticed only by
+// the next striped Send, which then stalls for StallAfter before the path
+// is retired, or by keepalive after DeadAfter/2. So each end of a pair with
+// several paths pings, every PingEvery, each connection of its paths other
+// than the first (connection 0's, which is not failed over) that has
+// nothing in flight, with a header-only frame (wire.FramePing) the
+// receiver skips. A connection whose ping the peer's host has not
+// acknowledged for StallAfter retires its path, as a stalled stripe does
+// (WARN "path stopped", then the dialer dials it again); the peer retires
+// its own sends when its pings stall too. The pinger works only between
+// Sends (peer.sidle), so it never writes beside a stripe of this rank.
+//
+// Pings a receiver does not read stay in its socket buffer until the next
+// stripe on that connection is read; so they do not pile up while a pair
+// sends only small messages, the pinger also discards, without waiting,
+// whole ping frames at the head of its receiving connections that no
+// receive is reading (drainPings).
+
+// pingLoop pings the pair's idle paths until the pair fails or the
+// transport closes.
+func (pr *peer) pingLoop() {
+	t := pr.t
+	pr.pinged = make([]time.Time, len(pr.conns))
+	tick := time.NewTicker(t.pingEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-pr.failed:
+			return
+		case now := <-tick.C:
+			pr.pingOnce(now)
+			if h := t.testPinged; h != nil {
+				h(pr.rank)
+			}
+		}
+	}
+}
+
+// pingOnce checks and pings the pair's idle paths once, unless a Send is in
+// progress, and discards the pings the peer sent that no receive reads.
+func (pr *peer) pingOnce(now time.Time) {
+	t := pr.t
+	first := pr.conns[0].path
+	if pr.sidle.TryLock() {
+		for _, p := range pr.paths {
+			if p == first || p.retired.Load() {
+				continue
+			}
+			for _, id := range p.conns {
+				c := pr.sview[id.pos]
+				unacked, blocked, ackAge, ok := sendState(c.nc)
+				if !ok {
+					continue
+				}
+				if unacked {
+					at := pr.pinged[id.pos]
+					if at.IsZero() || !blocked {
+						continue
+					}
+					last := now.Add(-ackAge)
+					if last.Before(at) {
+						last = at
+					}
+					if stalled := now.Sub(last); stalled >= t.stallAfter {
+						pr.retire(p, fmt.Sprintf("idle ping got no acknowledgement for %v", stalled.Round(time.Millisecond)), nil)
+						break
+					}
+					continue
+				}
+				h := wire.FrameHeader{Type: wire.FramePing}
+				if _, err := c.write(&h, nil); err != nil {
+					pr.retire(p, "idle ping failed", err)
+					break
+				}
+				pr.pinged[id.pos] = now
+			}
+		}
+		pr.sidle.Unlock()
+	}
+	for _, p := range pr.paths {
+		if p == first || p.absent.Load() {
+			continue
+		}
+		for _, id := range p.conns {
+			pr.mu.Lock()
+			c := pr.rview[id.pos]
+			pr.mu.Unlock()
+			if !c.rmu.TryLock() {
+				continue // a receive reads it
+			}
+			if !c.draining && !c.peeked && c.rhn == 0 && c.aoff == c.aend {
+				drainPings(c.nc)
+			}
+			c.rmu.Unlock()
+		}
+	}
+}
