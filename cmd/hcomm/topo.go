@@ -20,6 +20,13 @@ import (
 )
 
 const topoUsage = `usage: hcomm topo [-file FILE] [-sysfs DIR] [-inter GBIT]
+       hcomm topo -live STORE
+
+-live prints the network paths of a running job's ranks (bytes, weight,
+share, state, RTT and retransmits of each path to each peer), asked
+through the job's store (tcp://host:port or file:///dir; the token is
+HCOMM_TOKEN's): each process answers with the state it publishes on a
+dump request.
 
 Prints the topology a job sees: hosts, NUMA nodes, CPUs, NICs, ranks, the
 ring order and the hierarchy the topology-aware algorithms use.
@@ -52,6 +59,7 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 	sysfs := fs.String("sysfs", "/", "root of the /sys and /proc trees to read")
 	inter := fs.Float64("inter", 0, "inter-host link speed in Gbit/s for the algorithm choice (default: the file's, else the data NIC's, else 10)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long a job's ranks wait for each other")
+	live := fs.String("live", "", "store of a running job whose network paths to print")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +69,9 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 	vals, err := settings.Load(settings.Env)
 	if err != nil {
 		return err
+	}
+	if *live != "" {
+		return livePaths(context.Background(), stdout, *live, vals.Token)
 	}
 	if *file == "" {
 		*file = vals.RankTable

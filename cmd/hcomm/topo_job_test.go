@@ -3,9 +3,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -66,5 +68,29 @@ func TestTopoJob(t *testing.T) {
 	}
 	if want := "rank 2 is placed on host a but runs on b"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+}
+
+// TestTopoLive: while a 2-rank job on two "hosts" (TCP between them) is
+// running, `hcomm topo -live STORE` prints each rank's network paths with
+// the bytes an AllReduce moved on them.
+func TestTopoLive(t *testing.T) {
+	bin := buildHcomm(t)
+	rsh := filepath.Join(t.TempDir(), "rsh")
+	if err := os.WriteFile(rsh, []byte("#!/bin/sh\nshift\nexec sh -c \"$*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Rank 1 waits in the barrier, its job still running, while rank 0
+	// asks for the paths.
+	code, stdout, stderr := launch(t, helperArgs(0, []string{"--hosts", "a:1,b:1", "--rsh", rsh, "--store-addr", "127.0.0.1:0"},
+		"init", "bigallreduce", "rank0:topolive="+bin, "barrier")...)
+	if code != 0 {
+		t.Fatalf("exit status %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for r := range 2 {
+		want := regexp.MustCompile(fmt.Sprintf(`(?m)^rank %d \(pid \d+\):\n  comm world rank %d:\n    peer %d path 0 \S+->\S+ up rate [0-9.]+ MB/s share [0-9.]+ sent [1-9]\d* received [1-9]\d* rtt`, r, r, 1-r))
+		if !want.MatchString(stdout) {
+			t.Errorf("no live path of rank %d to rank %d with bytes moved:\n%s", r, 1-r, stdout)
+		}
 	}
 }

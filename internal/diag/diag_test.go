@@ -163,3 +163,40 @@ func TestReport(t *testing.T) {
 		t.Errorf("state of dump 1 at world 1: %s, %v", b, err)
 	}
 }
+
+// TestWatcherPaths: a communicator's path lines are in the answers while
+// it is part of them, and gone once it is removed.
+func TestWatcherPaths(t *testing.T) {
+	srv, err := store.NewServer(store.ServerConfig{Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	s, err := store.Open(context.Background(), "tcp://"+srv.Addr().String(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt := NewWatcher(s, 0)
+	defer func() { s.Close(); wt.Stop() }()
+	world, sub := &source{id: "world"}, &source{id: "sub"}
+	wt.Add(world)
+	wt.Add(sub)
+	wt.SetPaths("world", func() []string { return []string{"peer 1 path 0 up"} })
+	ps := wt.State()
+	if len(ps.Comms) != 2 || strings.Join(ps.Comms[0].Paths, ";") != "peer 1 path 0 up" || ps.Comms[1].Paths != nil {
+		t.Fatalf("State = %+v", ps)
+	}
+	b, _ := json.Marshal(ps)
+	var back ProcState
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Comms[0].Paths) != 1 {
+		t.Fatalf("%s: %+v, %v", b, back, err)
+	}
+	wt.Remove(world)
+	wt.Add(world)
+	if ps := wt.State(); ps.Comms[1].Paths != nil {
+		t.Errorf("paths kept after the communicator was removed: %+v", ps)
+	}
+}

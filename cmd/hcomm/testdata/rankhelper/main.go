@@ -27,6 +27,7 @@
 //	allreduce      an AllReduce of one int64 on it
 //	bigallreduce   an AllReduce of 4 MiB on it (through the executor)
 //	close          close the communicator of init (finishing an HCOMM_TRACE file)
+//	topolive=BIN   run BIN topo -live HCOMM_STORE and print its output
 //	enter          start an AllReduce on it and print entered once its flight
 //	               recorder shows it running
 package main
@@ -205,6 +206,10 @@ func do(rank int, action string) error {
 	case "bigallreduce":
 		v := make([]int64, 1<<19)
 		return hcomm.AllReduce(context.Background(), comm, v, v, hcomm.Sum)
+	case "topolive":
+		out, err := exec.Command(arg, "topo", "-live", os.Getenv("HCOMM_STORE")).CombinedOutput()
+		fmt.Printf("%s", out)
+		return err
 	case "enter":
 		go func() {
 			v := []int64{1}
