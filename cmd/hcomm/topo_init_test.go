@@ -25,10 +25,11 @@ func TestBadTopologyInit(t *testing.T) {
 	tests := []struct {
 		name, file string
 		// x are more variables for every rank; rank3 a file that rank 3
-		// reads instead.
-		x     []string
-		rank3 string
-		want  string
+		// reads instead ("-" for none that exists), and want3 its error
+		// when it differs from the others'.
+		x           []string
+		rank3       string
+		want, want3 string
 	}{
 		{name: "unknown host", file: "host a ranks 0-1\nhost c ranks 2-3\n", want: "host c is not a host of this job"},
 		{name: "rank on another host", file: "host a ranks 0,2\nhost b ranks 1,3\n", want: "rank 2 is placed on host a but runs on b"},
@@ -41,6 +42,8 @@ func TestBadTopologyInit(t *testing.T) {
 		{name: "unknown NIC", file: "host a ranks 0-1 nic nosuch0\nhost b ranks 2-3\n", want: `names NIC "nosuch0"`},
 		{name: "ranks read different files", file: "host a ranks 0-1\nhost b ranks 2-3\n",
 			rank3: "host a ranks 0-1\nhost b ranks 2-3\n\n", want: "read different topology files"},
+		{name: "one rank cannot read the file", file: "host a ranks 0-1\nhost b ranks 2-3\n",
+			rank3: "-", want: "ranks 0 and 3 read different topology files", want3: "no such file or directory (HCOMM_RANK_TABLE)"},
 		{name: "no such data interface", file: "host a ranks 0-1\nhost b ranks 2-3\n",
 			x: []string{"HCOMM_SOCKET_IFNAME==nosuch0"}, want: `HCOMM_SOCKET_IFNAME="=nosuch0" matches no up interface`},
 	}
@@ -58,7 +61,9 @@ func TestBadTopologyInit(t *testing.T) {
 			actions := []string{"init"}
 			if tt.rank3 != "" {
 				other := filepath.Join(t.TempDir(), "other.topo")
-				if err := os.WriteFile(other, []byte(tt.rank3), 0o644); err != nil {
+				if tt.rank3 == "-" {
+					other = filepath.Join(t.TempDir(), "missing.topo")
+				} else if err := os.WriteFile(other, []byte(tt.rank3), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				actions = []string{"rank3:setenv=HCOMM_RANK_TABLE=" + other, "init"}
@@ -73,8 +78,15 @@ func TestBadTopologyInit(t *testing.T) {
 				}
 			}
 			for _, l := range strings.Split(stderr, "\n") {
-				if strings.Contains(l, "rankhelper") && strings.Contains(l, ": init: ") && !strings.Contains(l, tt.want) {
-					t.Errorf("Init failed without saying %q: %s", tt.want, l)
+				if !strings.Contains(l, "rankhelper") || !strings.Contains(l, ": init: ") {
+					continue
+				}
+				want := tt.want
+				if tt.want3 != "" && strings.HasPrefix(l, "[3] ") {
+					want = tt.want3
+				}
+				if !strings.Contains(l, want) {
+					t.Errorf("Init failed without saying %q: %s", want, l)
 				}
 			}
 		})
