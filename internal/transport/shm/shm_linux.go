@@ -75,6 +75,42 @@ type Transport struct {
 	aborted atomic.Pointer[abortError]
 
 	grp *group // group calls; nil unless every rank is on this host
+
+	// copies counts the copies of at least copyMin bytes this rank has
+	// finished (a slot written or read, a message read from the peer's
+	// memory): a wait that sees it move restarts its polling budget. On
+	// a line of its own, away from the fields every call reads.
+	_      [64]byte
+	copies atomic.Uint64
+	_      [56]byte
+
+	hooks *waitHooks // nil but in tests
+}
+
+// copyMin is the smallest copy counted in Transport.copies: smaller ones
+// cannot use up a wait's polling budget.
+const copyMin = 32 << 10
+
+// copied notes that this rank finished copying n bytes of a message.
+func (t *Transport) copied(n int) {
+	if n >= copyMin {
+		t.copies.Add(1)
+	}
+}
+
+// waitHooks let tests drive waits: now replaces the clock of the polling
+// budget, and sleep is called before each futex sleep.
+type waitHooks struct {
+	now   func() time.Time
+	sleep func()
+}
+
+// now is the clock of the polling budget.
+func (t *Transport) now() time.Time {
+	if t.hooks != nil {
+		return t.hooks.now()
+	}
+	return time.Now()
 }
 
 // abortError is what calls return after a local Abort.
@@ -341,6 +377,7 @@ func (t *Transport) Send(ctx context.Context, rank int, fp *wire.Fingerprint, p 
 	}
 	first := r.putFirst(&h, p)
 	r.publish()
+	t.copied(first)
 	if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
 		return t.breakRing(r, err)
 	}
@@ -396,6 +433,7 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 	h := msgHeader{kind: kindInline, length: uint64(len(p)), fp: *fp}
 	r.putFirst(&h, p)
 	r.publish()
+	t.copied(len(p))
 	return true, nil
 }
 
@@ -408,6 +446,7 @@ func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte)
 		n := copy(r.slot(r.pos), p)
 		(&msgHeader{}).encode(r.entry(r.pos)) // kind 0: a continuation
 		r.publish()
+		t.copied(n)
 		p = p[n:]
 	}
 	return nil
@@ -522,6 +561,7 @@ func (t *Transport) recv(ctx context.Context, rank int, fp *wire.Fingerprint, n 
 			}
 		}
 		r.release()
+		t.copied(int(first))
 		if err := t.recvStream(ctx, pe, r, &d, first, h.length, match); err != nil {
 			return t.breakRing(r, err)
 		}
@@ -535,6 +575,9 @@ func (t *Transport) recv(ctx context.Context, rank int, fp *wire.Fingerprint, n 
 		}
 		if match && d.sink != nil {
 			d.sink.Consume(0, p)
+		}
+		if match {
+			t.copied(n)
 		}
 	}
 	if !match {
@@ -555,6 +598,7 @@ func (t *Transport) recvStream(ctx context.Context, pe *peer, r *ring, d *dest, 
 			d.put(off, r.slot(r.pos)[:n])
 		}
 		r.release()
+		t.copied(int(n))
 		off += n
 	}
 	return nil
@@ -740,7 +784,14 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 	// very CPU: yield it to other processes at once and for longer
 	// (Open MPI's yield-when-idle), since a futex sleep and wake-up costs
 	// tens of microseconds.
+	//
+	// The budget counts from the last copy this rank finished: with a CPU
+	// or two, its other goroutines (a step's send on a worker, say) copy
+	// while this one yields, and that time is not polling. Without this a
+	// receive whose worker copied a large message meanwhile went straight
+	// to sleep and was woken tens of microseconds late.
 	var start time.Time
+	copies := t.copies.Load()
 	yield, limit := t.oversubscribed, spinFor
 	if yield {
 		limit = yieldFor
@@ -750,9 +801,10 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 			return nil
 		}
 		if i%32 == 31 {
-			if start.IsZero() {
-				start = time.Now()
-			} else if d := time.Since(start); d > limit {
+			now := t.now()
+			if c := t.copies.Load(); start.IsZero() || c != copies {
+				start, copies = now, c
+			} else if d := now.Sub(start); d > limit {
 				break
 			} else {
 				yield = yield || d > pollFor
@@ -789,6 +841,9 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		if atomic.LoadUint32(word) != old {
 			atomic.StoreUint32(flag, 0)
 			return nil
+		}
+		if t.hooks != nil {
+			t.hooks.sleep()
 		}
 		futexSleep(word, old, d, &r.ts)
 		atomic.StoreUint32(flag, 0)
