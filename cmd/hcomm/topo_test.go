@@ -40,7 +40,7 @@ func TestTopoLocal(t *testing.T) {
 	if err := topoCmd([]string{"-sysfs", fakeSys(t)}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"1 ranks on 1 hosts", "numa 1: cpus 4-7", "nic ib0: 100000 Mb/s, mtu 4092, numa 1, up", "ring: 0 "} {
+	for _, want := range []string{"topology: 1 rank on 1 host (from discovery)", "numa 1: cpus 4-7", "nic ib0: 100000 Mb/s, mtu 4092, numa 1, up", "ring: 0 "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -375,7 +375,7 @@ func (t *Topology) Crossings(order []int) int {
 // Format writes a text description of the topology: hosts with their
 // groups, nodes, NICs and ranks, then the ring order.
 func (t *Topology) Format(w io.Writer) {
-	fmt.Fprintf(w, "topology: %d ranks on %d hosts", len(t.Ranks), len(t.Hosts))
+	fmt.Fprintf(w, "topology: %s on %s", plural(len(t.Ranks), "rank"), plural(len(t.Hosts), "host"))
 	if len(t.Groups) > 0 {
 		fmt.Fprintf(w, " in %d groups", len(t.Groups))
 	}
@@ -435,6 +435,14 @@ func (t *Topology) Format(w io.Writer) {
 	}
 	ring := t.RingOrder()
 	fmt.Fprintf(w, "ring: %s (%d host crossings; rank order crosses %d)\n", joinInts(ring, " "), t.Crossings(ring), t.Crossings(identity(len(ring))))
+}
+
+// plural returns "1 rank", "2 ranks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func gbps(v float64) string {
