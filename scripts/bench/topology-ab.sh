@@ -36,7 +36,8 @@ fi
 "$WORK/netns.sh" up 2 "$RATE" >/dev/null
 trap '"$WORK/netns.sh" down' EXIT
 
-# hc MAP OP B E F [VAR=VALUE...]: one hcomm perf sweep.
+# hc MAP OP B E F [VAR=VALUE...]: one hcomm perf sweep (commas of the
+# settings become + in the label, which is a CSV field).
 hc() {
 	map=$1 op=$2 b=$3 e=$4 f=$5
 	shift 5
@@ -44,7 +45,7 @@ hc() {
 	for kv in "$@"; do xs="$xs -x $kv"; done
 	ip netns exec tpb0 "$WORK/hcomm" run --hosts tpb0:2,tpb1:2 --map-by "$map" --rsh "$WORK/nsrsh" \
 		--store-addr 192.168.79.10:0 --timeout 5m $xs -- \
-		"$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "hcomm $map $*"
+		"$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "$(echo "hcomm $map $*" | tr , +)"
 }
 
 # om MAP OP B E F: one Open MPI sweep in the same namespaces.
