@@ -26,8 +26,8 @@ import (
 //     generation newer than the one it sends on, moves its sends on the
 //     path to it and tells the receiver with a rejoin frame on connection
 //     0 (wire.FrameRejoin, naming the path and the generation), before the
-//     message. The path is back in the plan with a small share (minShare
-//     of the others' rate) that grows with the throughput measured on it.
+//     message. The path is back in the plan with a small share
+//     (rejoinShare, 1/16) that grows with the throughput measured on it.
 //   - A receiver reads stripes of a path only on the connections of the
 //     generation its peer last announced: a rejoin frame, read between
 //     messages, moves its reads of the path to that generation (waiting
@@ -444,14 +444,8 @@ func (pr *peer) rejoinSend() error {
 		}
 		// Back in the plan with a small share, which grows with the
 		// throughput measured on it.
-		var others float64
-		for _, o := range pr.paths {
-			if o != p && !o.retired.Load() {
-				others += o.getRate()
-			}
-		}
-		if others > 0 {
-			p.setRate(minShare * others)
+		if r := pr.rejoinRate(p); r > 0 {
+			p.setRate(r)
 		}
 		p.counters = false
 		p.lastUsed = time.Time{}
@@ -463,6 +457,25 @@ func (pr *peer) rejoinSend() error {
 		pr.t.log.Info(msg, "peer", pr.rank, "path", k, "generation", g.gen, "local", p.local, "remote", p.remote)
 	}
 	return nil
+}
+
+// rejoinShare is the share of a striped message a path that rejoins
+// starts with: above minShare, so that it carries a stripe of every
+// message (a path below minShare is tried only every reprobeEvery) and is
+// measured at each sample, its estimate growing as fast as its
+// throughput shows (at most rateGrowth per sample).
+const rejoinShare = 2 * minShare
+
+// rejoinRate returns the estimate that gives path p rejoinShare of the
+// paths in use, or 0 if no other path is in use.
+func (pr *peer) rejoinRate(p *path) float64 {
+	var others float64
+	for _, o := range pr.paths {
+		if o != p && !o.retired.Load() {
+			others += o.getRate()
+		}
+	}
+	return others * rejoinShare / (1 - rejoinShare)
 }
 
 // rejoinRecv moves this rank's receives on the paths a rejoin frame h names

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -175,4 +176,27 @@ func deafSocket(t *testing.T, ip string) (string, func()) {
 	}
 	t.Cleanup(closeIt)
 	return addr, closeIt
+}
+
+// TestRejoinShare: a path that rejoins carries a stripe of every striped
+// message from then on, not only of one a second (a share below minShare
+// is tried only every reprobeEvery), so its estimate is measured at every
+// sample.
+func TestRejoinShare(t *testing.T) {
+	p0, p1 := &path{idx: 0}, &path{idx: 1}
+	c0, c1 := &conn{path: p0, pos: 0}, &conn{path: p1, pos: 1}
+	p0.conns, p1.conns = []*conn{c0}, []*conn{c1}
+	pr := &peer{paths: []*path{p0, p1}, conns: []*conn{c0, c1}, cut: make([]uint64, 2)}
+	p0.setRate(400e6)
+	p1.setRate(pr.rejoinRate(p1))
+	now := time.Now()
+	for i := range 10 {
+		mask := pr.plan(1<<20, now.Add(time.Duration(i)*10*time.Millisecond))
+		if mask&2 == 0 || pr.cut[1] == 0 {
+			t.Fatalf("send %d: the rejoined path carries nothing (paths %#x, cut %v, share %.3f)", i, mask, pr.cut, math.Float64frombits(p1.share.Load()))
+		}
+	}
+	if s := math.Float64frombits(p1.share.Load()); s < rejoinShare*0.99 || s > rejoinShare*1.01 {
+		t.Errorf("share %.4f, want %.4f", s, rejoinShare)
+	}
 }
