@@ -8,21 +8,24 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/rma"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
+
+// rec is a record naming buffer id for both input and output.
+func rec(flags byte, id uint32) []byte {
+	b := make([]byte, RecSize)
+	encode(b, flags, id, id, 0, 0)
+	return b
+}
 
 // The rooted shapes against a peer that speaks the records by hand
 // (rank 1 of 2): whatever it sends, rank 0 answers with the path both
 // take, or a clear error, and never leaves the peer waiting for a record
 // it owes it.
 func TestRootedRecords(t *testing.T) {
-	rec := func(flags byte, id uint32) []byte {
-		b := make([]byte, RecSize)
-		encode(b, flags, id, id, 0, 0)
-		return b
-	}
 	bad := rec(0, 0)
 	bad[0]++ // bad magic
 	type step struct {
@@ -97,6 +100,77 @@ func TestRootedRecords(t *testing.T) {
 			}
 			if res.err == nil && z.Took != tc.took {
 				t.Fatalf("Path.Took %v", z.Took)
+			}
+		})
+	}
+}
+
+// A peer naming a buffer this rank does not have, in a call whose flags
+// say the path is taken: this rank fails with ErrInvalidArgument, and
+// still sends the "done" the peer waits for, except in AllReduce (where
+// the peer would read sums this rank could not make).
+func TestUnresolvableRecord(t *testing.T) {
+	for _, coll := range []sched.Coll{sched.AllGather, sched.AllReduce} {
+		t.Run(coll.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// Rank 0's registered buffer; rank 1 speaks by hand, so the
+			// exchange is made up: rank 1 maps nothing, yet every rank
+			// says it maps every buffer.
+			calls := 0
+			b, err := rma.NewBuffer(ctx, rma.BufferParams{Rank: 0, Size: 2, N: 4096,
+				Exchange: func(_ context.Context, rec []byte) ([]byte, error) {
+					calls++
+					all := make([]byte, 2*rma.RecordSize)
+					copy(all, rec)
+					if calls == 2 {
+						all[4], all[rma.RecordSize+4] = 1, 1
+					}
+					return all, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &Registry{}
+			x := r.Add(2, b)
+			defer r.Release(x)
+			m := b.Bytes()
+			k := &Call{Coll: coll, DT: reduce.Uint8, Op: reduce.Sum, In: m[:64], Out: m[64:192], Count: 64}
+			if coll == sched.AllReduce {
+				k.Out = m[64:128]
+			}
+			f := local.NewFabric(2)
+			fp := &wire.Fingerprint{Seq: 1, Coll: coll}
+			z := &Path{Rank: 0, Size: 2, T: f.Endpoint(0), FP: fp, Min: 1}
+			type result struct {
+				took bool
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				took, err := r.Begin(ctx, z, k)
+				done <- result{took, err}
+			}()
+			peer := f.Endpoint(1)
+			got := make([]byte, RecSize)
+			if err := peer.Recv(ctx, 0, fp, got); err != nil {
+				t.Fatal(err)
+			}
+			if err := peer.Send(ctx, 0, fp, rec(FlagIn|FlagOut, 7)); err != nil {
+				t.Fatal(err)
+			}
+			if coll != sched.AllReduce {
+				// The done round: rank 0 sends first (the lower rank).
+				if err := peer.Recv(ctx, 0, fp, got); err != nil {
+					t.Fatal(err)
+				}
+				if err := peer.Send(ctx, 0, fp, rec(FlagIn|FlagOut, 7)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := <-done
+			if res.took || !errors.Is(res.err, errs.ErrInvalidArgument) {
+				t.Fatalf("took %v, err %v; want ErrInvalidArgument", res.took, res.err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package zcopy
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -325,18 +326,37 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		return false, err
 	}
 	z.agreed()
-	big := !v
+	took, big := true, !v
+	var bad error // a record this rank cannot resolve
 	for p := range z.Size {
 		if err := r.decode(p); err != nil {
-			return false, err
+			flags, _, _, _, _, e := Decode(r.all[p*RecSize:])
+			if e != nil {
+				return false, err
+			}
+			r.recs[p], bad = record{flags: flags}, cmp.Or(bad, err)
 		}
 		f := r.recs[p].flags
 		if n := need(k, p); f&n != n {
-			return false, nil
+			took = false
 		}
 		big = big || f&FlagBig != 0
 	}
-	return big, nil
+	switch {
+	case !took || !big:
+		return false, nil
+	case bad != nil:
+		// The others decide from the same flags: they take the path and
+		// wait for this rank's "done". They read only its input, which
+		// is sound, except in AllReduce, where they would read segments
+		// of its output that it cannot reduce: there they are left to
+		// fail (their timeout) rather than return wrong sums.
+		if k.Coll != sched.AllReduce {
+			r.round(ctx, z, false)
+		}
+		return false, bad
+	}
+	return true, nil
 }
 
 // beginFrom: the root's record decides (only its buffer is read).
