@@ -19,7 +19,11 @@ import (
 // A communicator without an Observer pays one branch per collective.
 type Observer struct {
 	// OpStart is called when a collective starts, after its algorithm is
-	// chosen; Duration and Err are zero.
+	// chosen; Duration and Err are zero. A call on registered memory
+	// (Comm.Alloc) that may take the zero-copy path is reported once the
+	// ranks have agreed whether it does (for a non-root of Gather or
+	// Reduce, at the root's verdict, near the call's end); its Start is
+	// still when the call began.
 	OpStart func(OpEvent)
 	// OpEnd is called when it returns, with its Duration and error.
 	OpEnd func(OpEvent)
