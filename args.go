@@ -28,11 +28,24 @@ func (c *Comm) do(ctx context.Context, a *args) error {
 	case sched.SendRecv:
 		return c.p2p(ctx, a.Name(), a.Buf(), DType(a.DT), a.Root, a.Tag, !a.RecvSide)
 	}
-	var k call
-	if err := c.check(a, &k); err != nil {
+	k := call{name: a.Name(), coll: a.Coll}
+	// The check is remembered per shape (argcheck.Memo), under c.mu; a
+	// call that fits the group path then runs in the same lock section.
+	c.mu.Lock()
+	if err := c.memo.Check(a, c.rank, c.size, &k.Call); err != nil {
+		c.mu.Unlock()
 		return c.argErr(k.name, err)
 	}
-	return c.run(ctx, &k)
+	if !c.groupFits(&k) {
+		c.mu.Unlock()
+		return c.run(ctx, &k)
+	}
+	err := c.run1Locked(ctx, &k, nil, true)
+	c.mu.Unlock()
+	if err == nil && c.set.checkResults {
+		err = c.checkResults(ctx, &k)
+	}
+	return err
 }
 
 // checkArgs checks a described call's arguments without running it (the

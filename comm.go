@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/diag"
@@ -70,6 +71,7 @@ type Comm struct {
 	seq       uint64
 	cur       current          // the collective running, guarded by mu
 	fp        wire.Fingerprint // its fingerprint
+	memo      argcheck.Memo    // the last collective's checked shape (do), guarded by mu
 	octx      opctx.Ctx        // its deadline
 	clock     trace.Clock      // times calls
 	octxEnd   func()

@@ -136,3 +136,95 @@ func TestBuf(t *testing.T) {
 		t.Errorf("Recv's Buf = %v, want its receive buffer", b)
 	}
 }
+
+// TestMemo: Memo.Check answers every call as Check does, whether the call
+// repeats the last one's shape or not: the same error or the same Call,
+// over calls of every uniform collective whose buffers move, overlap, or
+// lie in place from call to call, at changing ranks and roots.
+func TestMemo(t *testing.T) {
+	buf := make([]byte, 4*16)
+	colls := []sched.Coll{sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather,
+		sched.ReduceScatter, sched.AllToAll, sched.Gather, sched.Scatter}
+	var m Memo
+	hits := 0
+	seed := uint32(1)
+	next := func(n int) int { // a fixed sequence, so a failure repeats
+		seed = seed*1664525 + 1013904223
+		return int(seed>>8) % n
+	}
+	var coll sched.Coll
+	var n, root, rank int
+	for i := range 20000 {
+		if i == 0 || next(2) == 0 { // a new shape; else the last one's, its buffers elsewhere
+			coll, n, root, rank = colls[next(len(colls))], 1+next(3), next(3), next(3)
+		}
+		send, recv := n, n
+		switch coll {
+		case sched.AllGather, sched.Gather:
+			recv = 3 * n
+		case sched.ReduceScatter, sched.Scatter:
+			send = 3 * n
+		case sched.AllToAll:
+			send, recv = 3*n, 3*n
+		}
+		so, ro := next(16-send+1), next(16-recv+1)
+		a := Args{Coll: coll, Send: buf[4*so : 4*(so+send)], Recv: buf[4*ro : 4*(ro+recv)], DT: f32, Root: root}
+		if coll.Reduces() {
+			a.Op = sum
+		}
+		if next(16) == 0 {
+			a.Recv = a.Recv[:len(a.Recv)-4] // a wrong length now and then
+		}
+		var want, got Call
+		werr := Check(&a, rank, 3, &want)
+		hit := m.ok && m.coll == a.Coll && m.root == a.Root && m.send == len(a.Send) && m.recv == len(a.Recv) && m.rank == rank
+		gerr := m.Check(&a, rank, 3, &got)
+		if hit {
+			hits++
+		}
+		if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+			t.Fatalf("call %d %+v at rank %d (memo hit %v): err %v, want %v", i, a, rank, hit, gerr, werr)
+		}
+		if werr == nil && !sameCall(&got, &want) {
+			t.Fatalf("call %d %+v at rank %d (memo hit %v): %+v, want %+v", i, a, rank, hit, got, want)
+		}
+	}
+	if hits < 1000 {
+		t.Fatalf("%d memo hits in 20000 calls: the test does not exercise the memo", hits)
+	}
+}
+
+func sameCall(a, b *Call) bool {
+	same := func(x, y []byte) bool {
+		return len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
+	}
+	return a.Count == b.Count && a.Root == b.Root && a.InPlace == b.InPlace && a.Spec == b.Spec && a.DT == b.DT &&
+		a.Op == b.Op && a.Digest == b.Digest && same(a.In, b.In) && same(a.Out, b.Out) && same(a.Avg, b.Avg)
+}
+
+func TestMemoAllocs(t *testing.T) {
+	send, recv := make([]byte, 64), make([]byte, 64)
+	a := Args{Coll: sched.AllReduce, Send: send, Recv: recv, DT: f32, Op: sum}
+	var m Memo
+	if n := testing.AllocsPerRun(100, func() {
+		var k Call
+		if err := m.Check(&a, 0, 2, &k); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per check, want 0", n)
+	}
+}
+
+func BenchmarkMemoCheck(b *testing.B) {
+	send, recv := make([]byte, 8), make([]byte, 8)
+	a := Args{Coll: sched.AllReduce, Send: send, Recv: recv, DT: f32, Op: sum}
+	var m Memo
+	b.ReportAllocs()
+	for b.Loop() {
+		var k Call
+		if err := m.Check(&a, 0, 2, &k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
