@@ -2,6 +2,7 @@ package hcomm
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -96,6 +97,34 @@ func TestGroupPath(t *testing.T) {
 	}
 	if k := (call{coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}); !forced.groupFits(&k) {
 		t.Error("a Barrier beside an AllReduce forced to ring does not take the group path")
+	}
+}
+
+// TestGroupRepeatedShape: a call of the shape just run is still checked
+// for where its buffers lie: overlapping buffers are refused (and nothing
+// runs), in place is told from out of place, and the communicator stays
+// usable.
+func TestGroupRepeatedShape(t *testing.T) {
+	ctx := context.Background()
+	c, g := groupComm(t, nil)
+	buf := make([]float32, 8)
+	in, out := buf[0:4], buf[4:8]
+	in[0] = 7
+	for i, tc := range []struct {
+		send, recv []float32
+		bad        bool
+	}{{in, out, false}, {in, out, false}, {buf[0:4], buf[2:6], true}, {in, in, false}, {buf[1:5], buf[4:8], true}, {in, out, false}} {
+		before := g.calls
+		err := AllReduce(ctx, c, tc.send, tc.recv, Sum)
+		if tc.bad != errors.Is(err, ErrInvalidArgument) || (!tc.bad && err != nil) {
+			t.Fatalf("call %d: err = %v, want invalid argument %v", i, err, tc.bad)
+		}
+		if ran := g.calls - before; ran != 1 && !tc.bad || ran != 0 && tc.bad {
+			t.Fatalf("call %d: %d group calls", i, ran)
+		}
+		if !tc.bad && tc.recv[0] != 7 {
+			t.Fatalf("call %d: recv[0] = %v, want 7", i, tc.recv[0])
+		}
 	}
 }
 
