@@ -79,6 +79,8 @@ func TestRankProcess(t *testing.T) {
 		rankHostile(t, c)
 	case "bound":
 		rankBound(t, c)
+	case "onehost":
+		rankOneHost(t, c)
 	case "topo":
 		rankTopology(t, c)
 		rankMatrix[float32](t, []*Comm{c})

@@ -145,6 +145,20 @@ func TestMultiHostTopology(t *testing.T) {
 			}
 		})
 	}
+	// Namespaces of one machine are hosts of their own unless their ranks
+	// share one HCOMM_HOSTNAME: then they are one host and use shared
+	// memory (the file store needs no network; a TCP route between the
+	// namespaces' loopbacks would fail the job).
+	t.Run("one host name across namespaces", func(t *testing.T) {
+		store := t.TempDir()
+		out, err := spawnRanksWith(t, 4, "onehost", func(r int) []string {
+			return []string{"ip", "netns", "exec", cl.hosts[r%2]}
+		}, nil, "HCOMM_STORE=file://"+filepath.ToSlash(store), "HCOMM_TOKEN=x", "HCOMM_HOSTNAME=one",
+			"HCOMM_CONNECT_TIMEOUT=30s")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
 	t.Run("contradicting rank table", func(t *testing.T) {
 		env := []string{"HCOMM_RANK_TABLE=" + table, "HCOMM_TEST_WANT_ALGO=hier"}
 		out, err := launch(t, with(env), prefix, "topo", env...)
@@ -155,6 +169,24 @@ func TestMultiHostTopology(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	})
+}
+
+// rankOneHost checks that every peer is reached through shared memory
+// and that a collective works.
+func rankOneHost(t *testing.T, c *Comm) {
+	m, ok := c.t.(*mux.Mux)
+	if !ok {
+		t.Fatalf("transport %T", c.t)
+	}
+	for p := 0; p < c.Size(); p++ {
+		if _, isShm := m.Route(p).(*shm.Transport); p != c.Rank() && !isShm {
+			t.Errorf("rank %d reaches rank %d through %T, want shared memory", c.Rank(), p, m.Route(p))
+		}
+	}
+	v := []int64{1}
+	if err := AllReduce(context.Background(), c, v, v, Sum); err != nil || v[0] != int64(c.Size()) {
+		t.Fatalf("AllReduce: %v, %d", err, v[0])
+	}
 }
 
 // rankBound checks that every thread of this rank runs on the CPUs
