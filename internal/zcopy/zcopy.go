@@ -322,7 +322,7 @@ func (z *Path) agreed() {
 
 // beginAll: every rank sends its record to every other.
 func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool, error) {
-	if err := r.round(ctx, z, v); err != nil {
+	if err := r.round(ctx, z, v, nil); err != nil {
 		return false, err
 	}
 	z.agreed()
@@ -352,7 +352,7 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		// of its output that it cannot reduce: there they are left to
 		// fail (their timeout) rather than return wrong sums.
 		if k.Coll != sched.AllReduce {
-			r.round(ctx, z, false)
+			r.round(ctx, z, false, nil)
 		}
 		return false, bad
 	}
@@ -491,8 +491,9 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 	if err := r.move(ctx, z, k); err != nil {
 		return err
 	}
-	// Done: nobody reads or writes another rank's memory after this.
-	return r.round(ctx, z, false)
+	// Done: nobody reads or writes another rank's memory after this. The
+	// own block of an AllGather or AllToAll is copied meanwhile.
+	return r.round(ctx, z, false, k)
 }
 
 // send sends b to rank p: at once where the transport takes it
@@ -521,7 +522,11 @@ func (r *Registry) recv(ctx context.Context, z *Path, p int) error {
 // (lower rank sends first), which never deadlocks, even where a Send waits
 // for its Recv: the least pair still pending is reached by both of its
 // ranks, and a record already sent only removes a wait.
-func (r *Registry) round(ctx context.Context, z *Path, perPeer bool) error {
+//
+// own, if set, is a call whose own block (ownBlock) is copied once the
+// eager records are out, before the receives: the done round of an
+// AllGather or AllToAll overlaps that copy with the peers' last reads.
+func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) error {
 	me := z.Rank
 	rec := func(p int) []byte {
 		if perPeer {
@@ -545,6 +550,10 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool) error {
 				sent |= 1 << p
 			}
 		}
+	}
+	var ownErr error // returned once the round is complete: the peers wait for it
+	if own != nil {
+		ownErr = r.ownBlock(z, own)
 	}
 	for p := range z.Size {
 		if p == me {
@@ -572,7 +581,7 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool) error {
 			}
 		}
 	}
-	return nil
+	return ownErr
 }
 
 // blk returns rank p's block of k: its offset and length in bytes.
@@ -606,7 +615,8 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			off, l := blk(k, p)
 			dst := k.Out[off : off+l]
 			if p == me {
-				if !k.InPlace {
+				// AllGather's own block: ownBlock, during the done round.
+				if k.Coll == sched.Gather && !k.InPlace {
 					r.copy(dst, k.In) // large blocks around the caches, as the peers' are
 				}
 				continue
@@ -631,9 +641,10 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 		}
 		r.copy(k.Out, src)
 	case sched.AllToAll:
+		// The own block (i = 0): ownBlock, during the done round.
 		if k.Spec != nil {
 			es := k.DT.Size()
-			for i := range n {
+			for i := 1; i < n; i++ {
 				p := (me + i) % n
 				l := k.Spec.Matrix[p][me] * es
 				off := k.Spec.RecvDispl(me, p) * es
@@ -646,7 +657,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			return nil
 		}
 		b := len(k.In) / n
-		for i := range n {
+		for i := 1; i < n; i++ {
 			p := (me + i) % n
 			src, err := r.peer(p, false, me*b, b)
 			if err != nil {
@@ -668,7 +679,7 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			return err
 		}
 		// Every segment is reduced before anyone copies it.
-		if err := r.round(ctx, z, false); err != nil {
+		if err := r.round(ctx, z, false, nil); err != nil {
 			return err
 		}
 		for i := 1; i < n; i++ {
@@ -680,6 +691,35 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 			}
 			r.copy(k.Out[lo:hi], src)
 		}
+	}
+	return nil
+}
+
+// ownBlock copies the block of an AllGather or AllToAll that this rank
+// takes from its own input (nothing for the other collectives, or in
+// place): only this rank's memory, so it may come after this rank has
+// told the peers it is done with theirs.
+func (r *Registry) ownBlock(z *Path, k *Call) error {
+	me := z.Rank
+	switch k.Coll {
+	case sched.AllGather:
+		if !k.InPlace {
+			off, l := blk(k, me)
+			r.copy(k.Out[off:off+l], k.In)
+		}
+	case sched.AllToAll:
+		off, l, at := 0, len(k.In)/z.Size, me*(len(k.In)/z.Size)
+		if k.Spec != nil {
+			es := k.DT.Size()
+			l, off, at = k.Spec.Matrix[me][me]*es, k.Spec.RecvDispl(me, me)*es, 0
+		} else {
+			off = at
+		}
+		src, err := r.peer(me, false, at, l)
+		if err != nil {
+			return err
+		}
+		r.copy(k.Out[off:off+l], src)
 	}
 	return nil
 }
