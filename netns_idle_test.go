@@ -42,7 +42,7 @@ func TestMultiPathIdlePing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out, "idle ping got no acknowledgement"); n < 2 {
+	if n := strings.Count(out, "why=\"idle ping"); n < 2 {
 		t.Errorf("%d WARN lines for the path retired by its idle pings, want one per rank at least:\n%s", n, out)
 	}
 	figures, _ := os.ReadFile(mark + ".figures")

@@ -12,8 +12,12 @@ import (
 )
 
 // liveWait bounds how long `hcomm topo -live` waits for the ranks'
-// answers.
-const liveWait = 3 * time.Second
+// answers, and liveCardWait how long it looks for a rank's address card
+// (the first rank without one ends the world).
+const (
+	liveWait     = 10 * time.Second
+	liveCardWait = time.Second
+)
 
 // livePaths prints the network paths of every communicator of the running
 // job whose store is at url: it asks every process for its state with the
@@ -37,7 +41,7 @@ func livePaths(ctx context.Context, w io.Writer, url, token string) error {
 	}
 	ranks := 0
 	for r := 0; ; r++ {
-		cctx, ccancel := context.WithTimeout(ctx, cardWait)
+		cctx, ccancel := context.WithTimeout(ctx, liveCardWait)
 		_, err := st.Get(cctx, fmt.Sprintf(cardKeyFmt, r))
 		ccancel()
 		if err != nil {
