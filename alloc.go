@@ -48,23 +48,23 @@ func (c *Comm) Alloc(parent context.Context, n int) (*Buffer, error) {
 	if err != nil {
 		return nil, c.windowErr("Alloc", -1, err)
 	}
-	c.reg.Mu.Lock()
-	defer c.reg.Mu.Unlock()
-	if c.state.Load() == stateClosed {
+	c.path.Reg.Mu.Lock()
+	defer c.path.Reg.Mu.Unlock()
+	if c.path.State.Load() == stateClosed {
 		rb.Close()
 		return nil, &OpError{Op: "Alloc", Rank: c.rank, Peer: -1, Err: ErrClosed}
 	}
-	if rb.Shared && c.reg.Split == nil {
+	if rb.Shared && c.path.Reg.Split == nil {
 		// Every rank of the communicator is on this host.
-		c.reg.Split = c.eng.Splitter(c.set.copyEngine, c.size, c.set.pollCPUs, c.ex.Pin)
+		c.path.Reg.Split = c.eng.Splitter(c.set.copyEngine, c.size, c.set.pollCPUs, c.path.Ex.Pin)
 	}
-	return &Buffer{c: c, b: c.reg.Add(c.size, rb)}, nil
+	return &Buffer{c: c, b: c.path.Reg.Add(c.size, rb)}, nil
 }
 
 // ZeroCopyCalls returns how many collectives this rank has run by the
 // zero-copy path on registered memory, so that a program can check that
 // its buffers qualify (hcomm perf -registered names the path this way).
-func (c *Comm) ZeroCopyCalls() uint64 { return c.reg.Hits.Load() }
+func (c *Comm) ZeroCopyCalls() uint64 { return c.path.Reg.Hits.Load() }
 
 // Bytes returns this rank's registered memory (nil after Free).
 func (b *Buffer) Bytes() []byte {
@@ -91,15 +91,15 @@ func (b *Buffer) Free(ctx context.Context) error {
 	}
 	c := b.c
 	var err error
-	if c.state.Load() != stateClosed {
+	if c.path.State.Load() != stateClosed {
 		// Every collective that used the buffer has ended on every rank
 		// (each ends with its ranks agreeing that it did) once all of
 		// them reach this barrier.
 		err = c.Barrier(ctx)
 	}
-	c.reg.Mu.Lock()
-	c.reg.Release(b.b)
-	c.reg.Mu.Unlock()
+	c.path.Reg.Mu.Lock()
+	c.path.Reg.Release(b.b)
+	c.path.Reg.Mu.Unlock()
 	if err != nil {
 		return c.windowErr("Free", -1, err)
 	}
@@ -109,6 +109,6 @@ func (b *Buffer) Free(ctx context.Context) error {
 // closeBuffers releases the buffers still allocated when the
 // communicator closes, without waiting for peers.
 func (c *Comm) closeBuffers() {
-	c.reg.ReleaseAll()
+	c.path.Reg.ReleaseAll()
 	c.eng.Close()
 }

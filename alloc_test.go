@@ -52,7 +52,7 @@ func rankAlloc(t *testing.T, c *Comm, shared bool) {
 			s = make([]float32, n*m)
 		}
 		r := f32(recv.Bytes()[64:]) // an offset inside the buffer
-		hits := c.reg.Hits.Load()
+		hits := c.path.Reg.Hits.Load()
 		check := func(name string, got []float32, want func(i int) float32) {
 			t.Helper()
 			for i := range got {
@@ -243,7 +243,7 @@ func rankAlloc(t *testing.T, c *Comm, shared bool) {
 			check("AllToAllV", r[at:at+rc[i]], func(k int) float32 { return float32(1000000*i + 1000*me + k) })
 			at += rc[i]
 		}
-		got := c.reg.Hits.Load() - hits
+		got := c.path.Reg.Hits.Load() - hits
 		// Unregistered, only the calls on r alone (AllGather and
 		// AllReduce in place) and those that do not read rank 0's input
 		// from another rank (Gather and Reduce to rank 0, Scatter) may
@@ -295,8 +295,8 @@ func TestAllocLocal(t *testing.T) {
 			wg.Wait()
 			for _, c := range comms {
 				c.Close()
-				if c.reg.Live() != 0 {
-					t.Errorf("rank %d: Close left %d buffers", c.Rank(), c.reg.Live())
+				if c.path.Reg.Live() != 0 {
+					t.Errorf("rank %d: Close left %d buffers", c.Rank(), c.path.Reg.Live())
 				}
 			}
 			if after := shmFiles(t); after > before {
@@ -397,7 +397,7 @@ func TestAllocForeign(t *testing.T) {
 					}
 				}
 			}
-			if h := a[r].reg.Hits.Load(); h != 0 {
+			if h := a[r].path.Reg.Hits.Load(); h != 0 {
 				t.Errorf("rank %d: a foreign buffer took the zero-copy path", r)
 			}
 			_ = own
@@ -466,12 +466,12 @@ func TestAllocZeroAllocs(t *testing.T) {
 			wg.Wait()
 		}
 		run() // warm-up
-		hits := comms[0].reg.Hits.Load()
+		hits := comms[0].path.Reg.Hits.Load()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		run()
 		runtime.ReadMemStats(&after)
-		if got := comms[0].reg.Hits.Load() - hits; got != iters {
+		if got := comms[0].path.Reg.Hits.Load() - hits; got != iters {
 			t.Errorf("%s: %d of %d calls took the zero-copy path", tc.name, got, iters)
 		}
 		// The goroutines of the run itself allocate a little; calls must not.
@@ -629,13 +629,13 @@ func testAllocLarge(t *testing.T, eng int) {
 					return
 				}
 			}
-			if c.reg.Hits.Load() != 2 {
-				t.Errorf("rank %d: %d zero-copy calls, want 2", me, c.reg.Hits.Load())
+			if c.path.Reg.Hits.Load() != 2 {
+				t.Errorf("rank %d: %d zero-copy calls, want 2", me, c.path.Reg.Hits.Load())
 			}
 			// AllGather copies two 8 MiB blocks (its own and the
 			// peer's); AllReduce reduces one 4 MiB segment and copies
 			// the other.
-			if s := c.reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() != 4 {
+			if s := c.path.Reg.Split; (s != nil) != (eng > 0) || s != nil && s.Splits.Load() != 4 {
 				t.Errorf("rank %d: engine %v, want %v, splits", me, s != nil, eng > 0)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/hcomm-go/hcomm/internal/argcheck"
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -15,7 +16,7 @@ type args = argcheck.Args
 
 // errNilCtx refuses a nil ctx before the call takes a sequence number, so
 // the communicator stays usable and in step with its peers.
-var errNilCtx = invalid("nil ctx")
+var errNilCtx = callpath.ErrNilCtx
 
 // do runs a described call.
 func (c *Comm) do(ctx context.Context, a *args) error {
@@ -26,22 +27,24 @@ func (c *Comm) do(ctx context.Context, a *args) error {
 	case sched.Barrier:
 		return c.Barrier(ctx)
 	case sched.SendRecv:
-		return c.p2p(ctx, a.Name(), a.Buf(), DType(a.DT), a.Root, a.Tag, !a.RecvSide)
+		return c.path.P2P(ctx, a.Name(), a.Buf(), a.DT, a.Root, a.Tag, !a.RecvSide)
 	}
-	k := call{name: a.Name(), coll: a.Coll}
-	// The check is remembered per shape (argcheck.Memo), under c.mu; a
-	// call that fits the group path then runs in the same lock section.
-	c.mu.Lock()
-	if err := c.memo.Check(a, c.rank, c.size, &k.Call); err != nil {
-		c.mu.Unlock()
-		return c.argErr(k.name, err)
+	k := call{Name: a.Name(), Coll: a.Coll}
+	// The check is remembered per shape (argcheck.Memo), under the call
+	// path's lock; a call that fits the group path then runs in the same
+	// lock section.
+	p := &c.path
+	p.Mu.Lock()
+	if err := p.Memo.Check(a, c.rank, c.size, &k.Call); err != nil {
+		p.Mu.Unlock()
+		return c.argErr(k.Name, err)
 	}
-	if !c.groupFits(&k) {
-		c.mu.Unlock()
+	if !p.GroupFits(&k) {
+		p.Mu.Unlock()
 		return c.run(ctx, &k)
 	}
-	err := c.run1Locked(ctx, &k, nil, true)
-	c.mu.Unlock()
+	err := p.RunGroupLocked(ctx, &k)
+	p.Mu.Unlock()
 	if err == nil && c.set.checkResults {
 		err = c.checkResults(ctx, &k)
 	}
@@ -68,6 +71,6 @@ func (c *Comm) checkArgs(a *args) error {
 // check checks a collective's arguments and describes the call to run in
 // k. Nothing is sent for a call that fails it.
 func (c *Comm) check(a *args, k *call) error {
-	k.name, k.coll = a.Name(), a.Coll
+	k.Name, k.Coll = a.Name(), a.Coll
 	return argcheck.Check(a, c.rank, c.size, &k.Call)
 }

@@ -2,164 +2,26 @@ package hcomm
 
 import (
 	"context"
-	rtrace "runtime/trace"
-	"time"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/argcheck"
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
-// call is one collective call after argument checking. A uniform call
-// (every rank the same count) names its collective, count, root and
-// in-place-ness, and its program comes from the planner's cache without
-// building a Spec; the V variants carry a full Spec.
-type call struct {
-	name string
-	coll sched.Coll
-	argcheck.Call
-}
+// call is one collective call after argument checking (callpath.Call).
+type call = callpath.Call
 
-// run executes a call and, with HCOMM_CHECK_RESULTS, checks that every
-// rank got the same result.
+// run executes a call (callpath.Path.Run) and, with HCOMM_CHECK_RESULTS,
+// checks that every rank got the same result.
 func (c *Comm) run(parent context.Context, k *call) error {
-	if err := c.run1(parent, k); err != nil {
+	if err := c.path.Run(parent, k); err != nil {
 		return err
 	}
 	if c.set.checkResults {
 		return c.checkResults(parent, k)
-	}
-	return nil
-}
-
-// run1 checks the communicator, stamps the call and executes it.
-func (c *Comm) run1(parent context.Context, k *call) error {
-	if parent == nil {
-		return c.argErr(k.name, errNilCtx)
-	}
-	if err := c.usable(); err != nil {
-		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
-	}
-	if k.DT == 0 {
-		k.DT = reduce.Uint8
-	}
-	es := k.DT.Size()
-	group := c.groupFits(k)
-	var prog *sched.Program
-	var err error
-	switch {
-	case group:
-	case k.Spec != nil:
-		prog, err = c.pl.Program(*k.Spec, es)
-	default:
-		prog, err = c.pl.Uniform(k.coll, k.Count, k.Root, k.InPlace, es)
-	}
-	if err != nil {
-		return &OpError{Op: k.name, Rank: c.rank, Peer: -1, Err: invalid("%v", err)}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.run1Locked(parent, k, prog, group)
-}
-
-// run1Locked runs a checked call under c.mu. It has no defers and one
-// exit after the call starts, which keeps the per-call cost of a small
-// collective down.
-func (c *Comm) run1Locked(parent context.Context, k *call, prog *sched.Program, group bool) error {
-	if err := c.usable(); err != nil {
-		return &OpError{Op: k.name, Rank: c.rank, Peer: peerOf(err), Err: err}
-	}
-	c.seq++
-	algo := groupAlgo
-	if !group {
-		algo = prog.Algo
-	}
-	if c.debug {
-		c.logOp(k, algo)
-	}
-	// Field by field: a composite literal is built on the stack and then
-	// copied, and the copy's wide loads stall on its narrow stores.
-	fp := &c.fp
-	fp.Seq, fp.Coll, fp.DType, fp.Op, fp.Root, fp.Count = c.seq, k.coll, k.DT, k.Op, int32(k.Root), k.Digest
-	// A group call reads no clock unless it waits (groupArm) or is
-	// observed: the flight recorder stamps it later (Recorder.Record).
-	var now time.Time
-	observed := c.set.observer != nil || rtrace.IsEnabled()
-	if !group || observed {
-		now = c.clock.Now()
-	}
-	cur := &c.cur
-	cur.name, cur.seq, cur.parent, cur.ctx, cur.fp, cur.peer, cur.start = k.name, c.seq, parent, parent, fp, 0, now
-	// A group call that completes without waiting is recorded once, at its
-	// end (Recorder.Record); one that waits is begun by groupArm.
-	slot := -1
-	if !group || observed {
-		slot = c.rec.Begin(k.name, fp, now)
-	}
-	c.grp.slot = slot
-	zc := !group && c.zeroCopy(k)
-	var ev OpEvent
-	var region *rtrace.Region
-	if observed {
-		ev, region = c.observe(parent, k, prog, now, zc)
-	}
-	// end ends the call's deadline once a failure has been reported (the
-	// report reads the deadline's state).
-	var end func()
-	var err error
-	if group {
-		// The deadline and the stall check are armed only if a wait
-		// outlasts the transport's polling.
-		err = c.grp.g.GroupRun(c.grp.arm, fp, k.In, k.Out)
-		if c.grp.end != nil {
-			c.stall.End()
-			end = c.groupDisarm
-		}
-	} else {
-		var ctx context.Context
-		ctx, end = c.boundCtx(parent, now)
-		c.cur.ctx = ctx
-		if c.size > 1 {
-			c.stall.Begin(fp.Seq, now)
-		}
-		if zc {
-			err = c.runZeroCopy(ctx, prog, fp, k, &ev)
-			if observed {
-				c.zcObserved(&ev)
-			}
-		} else {
-			err = c.ex.Run(ctx, prog, fp, k.DT, k.Op, k.In, k.Out)
-		}
-		if c.size > 1 {
-			c.stall.End()
-		}
-	}
-	var oe error // a nil interface when the call succeeded, never a nil *OpError
-	if err != nil {
-		oe = c.runErr(&c.cur, err)
-	}
-	if group {
-		if c.grp.slot < 0 {
-			c.rec.Record(k.name, fp, oe)
-		} else {
-			c.rec.EndAt(c.grp.slot, oe, c.clock.Now())
-		}
-	} else {
-		c.rec.End(slot, oe)
-	}
-	if observed {
-		c.observeEnd(&ev, region, oe)
-	}
-	if end != nil {
-		end()
-	}
-	if oe != nil {
-		return oe
-	}
-	if k.Op == reduce.Avg && len(k.Avg) > 0 {
-		reduce.DivN(k.DT, k.Avg, c.size)
 	}
 	return nil
 }
@@ -324,7 +186,7 @@ var checkResultsHook func(rank int, out []byte)
 // is the same on every rank (AllReduce, AllGather, Broadcast) across the
 // ranks, and fails with ErrMismatch naming the ranks that disagree.
 func (c *Comm) checkResults(ctx context.Context, k *call) error {
-	switch k.coll {
+	switch k.Coll {
 	case sched.AllReduce, sched.AllGather, sched.Broadcast:
 	default:
 		return nil
@@ -336,11 +198,11 @@ func (c *Comm) checkResults(ctx context.Context, k *call) error {
 	}
 	all := make([]uint32, c.size)
 	sum := []uint32{diag.ResultHash(out)}
-	err := c.run1(ctx, &call{name: "CheckResults", coll: sched.AllGather,
+	err := c.path.Run(ctx, &call{Name: "CheckResults", Coll: sched.AllGather,
 		Call: argcheck.Call{Count: 1, DT: reduce.Uint32, In: bytesOf(sum), Out: bytesOf(all), Digest: 1}})
 	if err == nil {
 		if err = diag.CompareResults(all); err != nil {
-			err = &OpError{Op: k.name, Rank: c.rank, Peer: -1, Seq: c.seq - 1, Err: err}
+			err = &OpError{Op: k.Name, Rank: c.rank, Peer: -1, Seq: c.path.Seq - 1, Err: err}
 		}
 	}
 	return err

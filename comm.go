@@ -7,10 +7,9 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/boot"
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -23,7 +22,6 @@ import (
 	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/stream"
 	"github.com/hcomm-go/hcomm/internal/topo"
-	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -50,10 +48,6 @@ type Comm struct {
 	rank, size int
 	id         string // identity, unique among the communicators of a job
 	set        options
-	debug      bool // set.log takes DEBUG records: each collective is logged
-	t          transport.Transport
-	ex         *exec.Executor
-	pl         *plan.Planner
 	model      plan.Model
 	job        *boot.Job     // the job's store and transports; nil under NewLocal
 	fabric     *local.Fabric // NewLocal's in-process fabric; nil in a job
@@ -61,47 +55,26 @@ type Comm struct {
 	trace      *traceFile    // HCOMM_TRACE's file, closed by Close (the world communicator)
 
 	members   []int          // the world rank of each rank (multi-process jobs)
-	rec       trace.Recorder // the flight recorder
 	reports   boot.Reports   // the last culprit report, asked once per operation
 	culprit   culprit.Finder // the root cause of a peer's failure, with the job's notes
 	published atomic.Bool    // this rank published its failure note
 	detach    func()         // ends the job's watch of this communicator (dumps, notice); nil under NewLocal
 
-	mu        sync.Mutex // serializes collectives
-	seq       uint64
-	cur       current          // the collective running, guarded by mu
-	fp        wire.Fingerprint // its fingerprint
-	memo      argcheck.Memo    // the last collective's checked shape (do), guarded by mu
-	octx      opctx.Ctx        // its deadline
-	clock     trace.Clock      // times calls
-	octxEnd   func()
-	splits    int
-	peers     []p2pSlot            // [2*peer] Send, [2*peer+1] Recv
+	// path runs the calls: transport, executor, planner, state, flight
+	// recorder, stall check, registered memory (internal/callpath).
+	path      callpath.Path
+	splits    int                  // guarded by path.Mu
 	streamSet stream.Set[collArgs] // made by NewStream, closed by Close
 	winMu     sync.Mutex
 	windows   map[*Window]struct{} // open windows, released by Close
-	reg       zcopy.Registry       // registered memory (Alloc), released by Close
-	zc        zcopy.Call           // the zero-copy path's view of the current call
-	zcPath    zcopy.Path
-	eng       zcopy.Engine // the copy engine, started when it pays
+	eng       zcopy.Engine         // the copy engine, started when it pays
 
-	grp   groupState   // small collectives as group calls of the transport
-	stall stall.Check  // compares calls across ranks when a collective stalls
 	group *stall.Group // NewLocal's communicators, for the stall check; nil in a job
 	slow  stall.Slow   // the peers the stall check found late, for the slow-peer warning
-
-	state lifecycle.State // stateOK, stateClosed, stateFailed
 }
 
 // current describes the collective being run, for error reports.
-type current struct {
-	name        string
-	seq         uint64
-	parent, ctx context.Context
-	fp          *wire.Fingerprint
-	peer        int       // the peer of a Send or Recv
-	start       time.Time // when it started
-}
+type current = callpath.Current
 
 const (
 	stateOK     = lifecycle.OK
@@ -127,35 +100,28 @@ func NewLocal(ctx context.Context, n int, cfg *Config) ([]*Comm, error) {
 	for r := range comms {
 		comms[r] = newComm(r, n, "local", set, f.Endpoint(r), nil, f, plan.MemoryModel)
 		comms[r].group = g
-		g.Set(r, &comms[r].rec)
+		g.Set(r, &comms[r].path.Rec)
 	}
 	return comms, nil
 }
 
 func newComm(rank, size int, id string, set options, t transport.Transport, job *boot.Job, f *local.Fabric, m plan.Model) *Comm {
 	m.Chunk = set.chunk
-	c := &Comm{
-		rank: rank, size: size, id: id, set: set, t: t, job: job, fabric: f, model: m,
-		debug: set.log.Enabled(context.Background(), slog.LevelDebug),
-		ex:    exec.New(t, set.chunk),
-		clock: trace.NewClock(),
-		pl:    plan.New(rank, size, m, set.overrides),
-		peers: make([]p2pSlot, 2*size),
-	}
+	c := &Comm{rank: rank, size: size, id: id, set: set, job: job, fabric: f, model: m}
+	p := &c.path
+	p.Rank, p.Size, p.ID, p.Ex, p.Pl = rank, size, id, exec.New(t, set.chunk), plan.New(rank, size, m, set.overrides)
+	p.Set = callpath.Settings{Timeout: set.timeout, ZeroCopy: set.zeroCopy, NoSlots: set.noSlots, Overrides: set.overrides,
+		Log: set.log, Debug: set.log.Enabled(context.Background(), slog.LevelDebug)}
+	p.Err = func(op string, peer int, err error) error { return &OpError{Op: op, Rank: rank, Peer: peer, Err: err} }
+	p.Fail = func(cur *current, err error) error { return c.runErr(cur, err) }
+	c.observeWith(set.observer)
 	// The first failing op of a collective poisons the communicator at
 	// once, which also unblocks the collective's other ops and the peers.
-	c.ex.OnError = func(err error) { c.fail(c.opErr(&c.cur, err)) }
-	c.ex.Timed = set.observer != nil // OpEvent.Wait
-	if cpus := set.pollCPUs; len(cpus) > 0 {
-		c.ex.Pin = func() {
-			if err := topo.Pin(cpus); err != nil {
-				set.log.Warn("hcomm: cannot pin a polling goroutine", "cpus", topo.FormatCPUList(cpus), "err", err)
-			}
-		}
-	}
-	c.octxEnd = c.octx.End
-	c.stall.Init((*stallView)(c), &c.rec)
-	c.initGroup(t)
+	p.Ex.OnError = func(err error) { c.fail(c.opErr(&p.Cur, err)) }
+	p.Ex.Timed = set.observer != nil // OpEvent.Wait
+	p.Ex.Pin = topo.Pinner(set.pollCPUs, set.log)
+	p.Stall.Init((*stallView)(c), &p.Rec)
+	p.Init(t)
 	c.members = make([]int, size)
 	for i := range c.members {
 		c.members[i] = i
@@ -177,12 +143,12 @@ func (c *Comm) Rank() int { return c.rank }
 func (c *Comm) Size() int { return c.size }
 
 // usable returns nil if the communicator can run operations.
-func (c *Comm) usable() error { return c.state.Err() }
+func (c *Comm) usable() error { return c.path.Usable() }
 
 // fail marks the communicator unusable after err and tells the peers.
 func (c *Comm) fail(err error) {
-	c.state.Fail(err)
-	c.t.Abort(err)
+	c.path.State.Fail(err)
+	c.path.T.Abort(err)
 	c.publishFailure(err)
 }
 
@@ -196,8 +162,8 @@ func (c *Comm) Abort(cause error) {
 	if cause == nil {
 		cause = errors.New("Abort called")
 	}
-	c.state.Abort(cause)
-	c.t.Abort(cause)
+	c.path.State.Abort(cause)
+	c.path.T.Abort(cause)
 	c.publishFailure(cause)
 }
 
@@ -211,17 +177,17 @@ func (c *Comm) Close() error {
 	if c == nil {
 		return nil
 	}
-	if !c.state.Close() {
+	if !c.path.State.Close() {
 		return nil
 	}
 	c.streamSet.Close() // the streams made by NewStream
 	c.closeWindows()
-	c.stall.Stop()
+	c.path.Stall.Stop()
 	open.Remove(c)
-	err := c.t.Close()
-	c.mu.Lock() // pending collectives return promptly once the transport is closed
-	c.ex.Close()
-	c.mu.Unlock()
+	err := c.path.T.Close()
+	c.path.Mu.Lock() // pending collectives return promptly once the transport is closed
+	c.path.Ex.Close()
+	c.path.Mu.Unlock()
 	c.closeBuffers()
 	if c.detach != nil {
 		c.detach()
@@ -245,18 +211,18 @@ func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.Cancel
 // opErr turns an error from running an operation into an *OpError.
 func (c *Comm) opErr(cur *current, err error) *OpError {
 	switch {
-	case c.state.Load() == stateClosed:
+	case c.path.State.Load() == stateClosed:
 		err = ErrClosed
-	case peerOf(err) < 0 && (errors.Is(err, context.DeadlineExceeded) || cur.ctx.Err() == context.DeadlineExceeded):
+	case peerOf(err) < 0 && (errors.Is(err, context.DeadlineExceeded) || cur.Ctx.Err() == context.DeadlineExceeded):
 		te := &timeoutError{}
-		if opctx.TimeoutFired(c.set.timeout, cur.parent, cur.ctx) {
+		if opctx.TimeoutFired(c.set.timeout, cur.Parent, cur.Ctx) {
 			te.After = c.set.timeout
 		}
 		// Before the peers are told, find out who everybody waits for,
 		// so that the report travels with the failure.
 		te.Report = c.reportFor(cur)
 		err = te
-	case errors.Is(err, errs.ErrAborted) && c.state.Load() == stateFailed:
+	case errors.Is(err, errs.ErrAborted) && c.path.State.Load() == stateFailed:
 		// An abort after this communicator failed (Abort, an earlier
 		// failure, a peer's notice) is its consequence: a peer relaying
 		// this rank's own abort back must not be blamed for it. A
@@ -266,16 +232,16 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		err = c.culprit.Cause(err)
 	}
 	peer := peerOf(err)
-	if peer < 0 && cur.fp != nil && cur.fp.Coll == wire.CollSendRecv && errors.Is(err, ErrTimeout) {
-		peer = cur.peer // a Send or Recv timed out waiting for this peer
+	if peer < 0 && cur.FP != nil && cur.FP.Coll == wire.CollSendRecv && errors.Is(err, ErrTimeout) {
+		peer = cur.Peer // a Send or Recv timed out waiting for this peer
 	}
-	return &OpError{Op: cur.name, Rank: c.rank, Peer: peer, Seq: cur.seq, Err: err}
+	return &OpError{Op: cur.Name, Rank: c.rank, Peer: peer, Seq: cur.Seq, Err: err}
 }
 
 // runErr reports a failed operation and poisons the communicator.
 func (c *Comm) runErr(cur *current, err error) *OpError {
 	oe := c.opErr(cur, err)
-	switch c.state.Load() {
+	switch c.path.State.Load() {
 	case stateOK:
 		c.fail(oe)
 	case stateClosed:
@@ -306,10 +272,10 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		}
 		return nil, err
 	}
-	c.mu.Lock()
+	c.path.Mu.Lock()
 	c.splits++
 	n := c.splits
-	c.mu.Unlock()
+	c.path.Mu.Unlock()
 	parents, newRank := split.Members(all, color, c.rank)
 	if parents == nil {
 		return nil, nil
@@ -320,11 +286,11 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
 	model := c.model
-	if c.pl.OneHost(parents) {
+	if c.path.Pl.OneHost(parents) {
 		model = plan.MemoryModel // one host of the parent's layout: all shared memory
 	}
 	sub := newComm(newRank, len(parents), id, c.set, t, c.job, f, model)
-	if err := sub.pl.Inherit(c.pl, parents); err != nil {
+	if err := sub.path.Pl.Inherit(c.path.Pl, parents); err != nil {
 		sub.Close()
 		return nil, &OpError{Op: "Split", Rank: c.rank, Peer: -1, Err: err}
 	}
@@ -333,7 +299,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	if c.group != nil {
 		sub.group = c.group.Sub(id, len(parents))
-		sub.group.Set(newRank, &sub.rec)
+		sub.group.Set(newRank, &sub.path.Rec)
 	}
 	return sub, nil
 }
@@ -355,17 +321,5 @@ func (c *Comm) connect(ctx context.Context, id string, rank, size int) (transpor
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	return c.run(ctx, &call{name: "Barrier", coll: sched.Barrier})
-}
-
-// boundCtx returns the context a collective runs under — parent bounded by
-// the communicator's timeout — and a function to call when it ends. Calls
-// are serialized by c.mu, so one opCtx serves them all.
-func (c *Comm) boundCtx(parent context.Context, now time.Time) (context.Context, func()) {
-	d := c.set.timeout
-	if d <= 0 {
-		return parent, func() {}
-	}
-	c.octx.Begin(parent, now, d)
-	return &c.octx, c.octxEnd
+	return c.run(ctx, &call{Name: "Barrier", Coll: sched.Barrier})
 }

@@ -481,7 +481,7 @@ func TestDumpSignal(t *testing.T) {
 func waitRunning(c *Comm, seq uint64) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if s := c.rec.Snapshot(); s.Entered >= seq && s.State == "running" {
+		if s := c.path.Rec.Snapshot(); s.Entered >= seq && s.State == "running" {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/argcheck"
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -67,7 +68,7 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 	if coll == sched.Barrier {
 		count = 0
 	}
-	e, err := c.pl.Explain(sched.Uniform(coll, c.size, count, 0, false), dt.Size())
+	e, err := c.path.Pl.Explain(sched.Uniform(coll, c.size, count, 0, false), dt.Size())
 	if err != nil {
 		return PlanExplanation{}, invalid("%v", err)
 	}
@@ -81,13 +82,13 @@ func (c *Comm) ExplainPlan(op string, dt DType, count int) (PlanExplanation, err
 		}
 		x.Candidates = append(x.Candidates, pc)
 	}
-	if k := (call{coll: coll, Call: argcheck.Call{Count: count, DT: dt.internal()}}); c.groupFits(&k) {
+	if k := (call{Coll: coll, Call: argcheck.Call{Count: count, DT: dt.internal()}}); c.path.GroupFits(&k) {
 		// The call runs without a schedule (group.go); the planner's
 		// pick is what a larger call would run.
 		x.Reason = "every rank on this host and a small contribution: a group call through slots in the shared segment, no schedule; the planner's pick otherwise: " +
 			x.Algo + " (" + x.Reason + ")"
-		x.Algo, x.Forced, x.RunnerUp = groupAlgo, false, x.Algo
-		x.table += "\n" + groupAlgo + ": " + x.Reason
+		x.Algo, x.Forced, x.RunnerUp = callpath.GroupAlgo, false, x.Algo
+		x.table += "\n" + callpath.GroupAlgo + ": " + x.Reason
 	}
 	return x, nil
 }

@@ -39,10 +39,10 @@ func groupComm(tb testing.TB, cfg *Config) (*Comm, *nopGroup) {
 	})
 	g := &nopGroup{}
 	c := comms[0]
-	c.initGroup(struct {
+	c.path.InitGroup(struct {
 		transport.Transport
 		transport.Group
-	}{c.t, g})
+	}{c.path.T, g})
 	return c, g
 }
 
@@ -80,22 +80,22 @@ func TestGroupPath(t *testing.T) {
 		}
 	}
 	for _, k := range []call{
-		{coll: sched.AllReduce, Call: argcheck.Call{Count: 257, DT: reduce.Float32}},
-		{coll: sched.AllGather, Call: argcheck.Call{Count: 1025, DT: reduce.Uint8}},
-		{coll: sched.AllToAll, Call: argcheck.Call{Count: 129, DT: reduce.Float32}}, // 2 ranks × 129 × 4 B
-		{coll: sched.ReduceScatter, Call: argcheck.Call{Count: 513, DT: reduce.Uint8}},
-		{coll: sched.Scatter, Call: argcheck.Call{Count: 65, DT: reduce.Float64}},
-		{coll: sched.AllGather, Call: argcheck.Call{Count: 1, Spec: &sched.Spec{}, DT: reduce.Uint8}},
+		{Coll: sched.AllReduce, Call: argcheck.Call{Count: 257, DT: reduce.Float32}},
+		{Coll: sched.AllGather, Call: argcheck.Call{Count: 1025, DT: reduce.Uint8}},
+		{Coll: sched.AllToAll, Call: argcheck.Call{Count: 129, DT: reduce.Float32}}, // 2 ranks × 129 × 4 B
+		{Coll: sched.ReduceScatter, Call: argcheck.Call{Count: 513, DT: reduce.Uint8}},
+		{Coll: sched.Scatter, Call: argcheck.Call{Count: 65, DT: reduce.Float64}},
+		{Coll: sched.AllGather, Call: argcheck.Call{Count: 1, Spec: &sched.Spec{}, DT: reduce.Uint8}},
 	} {
-		if c.groupFits(&k) {
-			t.Errorf("%v of %d elements (spec %v) takes the group path", k.coll, k.Count, k.Spec != nil)
+		if c.path.GroupFits(&k) {
+			t.Errorf("%v of %d elements (spec %v) takes the group path", k.Coll, k.Count, k.Spec != nil)
 		}
 	}
 	forced, _ := groupComm(t, &Config{Algo: "allreduce=ring"})
-	if k := (call{coll: sched.AllReduce, Call: argcheck.Call{Count: 2, DT: reduce.Uint8}}); forced.groupFits(&k) {
+	if k := (call{Coll: sched.AllReduce, Call: argcheck.Call{Count: 2, DT: reduce.Uint8}}); forced.path.GroupFits(&k) {
 		t.Error("an AllReduce forced to ring takes the group path")
 	}
-	if k := (call{coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}); !forced.groupFits(&k) {
+	if k := (call{Coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}); !forced.path.GroupFits(&k) {
 		t.Error("a Barrier beside an AllReduce forced to ring does not take the group path")
 	}
 }
@@ -151,9 +151,9 @@ func BenchmarkGroupCallPath(b *testing.B) {
 func TestGroupPathOff(t *testing.T) {
 	t.Setenv("HCOMM_SHM_SLOTS", "0")
 	c, _ := groupComm(t, nil)
-	for _, k := range []call{{coll: sched.AllReduce, Call: argcheck.Call{Count: 2, DT: reduce.Uint8}}, {coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}} {
-		if c.groupFits(&k) {
-			t.Errorf("with HCOMM_SHM_SLOTS=0 a %v fits the group path", k.coll)
+	for _, k := range []call{{Coll: sched.AllReduce, Call: argcheck.Call{Count: 2, DT: reduce.Uint8}}, {Coll: sched.Barrier, Call: argcheck.Call{DT: reduce.Uint8}}} {
+		if c.path.GroupFits(&k) {
+			t.Errorf("with HCOMM_SHM_SLOTS=0 a %v fits the group path", k.Coll)
 		}
 	}
 }

@@ -91,7 +91,7 @@ func initWorld(ctx context.Context, jc boot.JobConfig, set options, v settings.V
 	c := newComm(jc.Rank, jc.Size, "world", set, w.Transport, w.Job, nil, w.Model)
 	c.ownsJob = true
 	boot.Banner(set.log, jc, w.Job, w.Hosts)
-	if err := w.Plan(c.pl); err != nil {
+	if err := w.Plan(c.path.Pl); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -74,9 +74,9 @@ func (c *cluster) shape(ns, dev, rate string) {
 // tcpOf returns the TCP transport that reaches peer p.
 func tcpOf(t *testing.T, c *Comm, p int) *tcp.Transport {
 	t.Helper()
-	m, ok := c.t.(*mux.Mux)
+	m, ok := c.path.T.(*mux.Mux)
 	if !ok {
-		t.Fatalf("transport %T", c.t)
+		t.Fatalf("transport %T", c.path.T)
 	}
 	tr, ok := m.Route(p).(*tcp.Transport)
 	if !ok {

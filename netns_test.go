@@ -140,9 +140,9 @@ func removeStaleNamespaces() {
 // others through TCP.
 func rankHosts(t *testing.T, c *Comm) {
 	per, _ := strconv.Atoi(os.Getenv("HCOMM_TEST_PER_HOST"))
-	m, ok := c.t.(*mux.Mux)
+	m, ok := c.path.T.(*mux.Mux)
 	if !ok || per == 0 {
-		t.Fatalf("transport %T, per host %d", c.t, per)
+		t.Fatalf("transport %T, per host %d", c.path.T, per)
 	}
 	for p := 0; p < c.Size(); p++ {
 		if p == c.Rank() {

@@ -22,9 +22,9 @@ import (
 // namespace share memory and that the planner uses the layout: unless
 // HCOMM_ALGO forces something, a large AllGather is hierarchical.
 func rankTopology(t *testing.T, c *Comm) {
-	m, ok := c.t.(*mux.Mux)
+	m, ok := c.path.T.(*mux.Mux)
 	if !ok {
-		t.Fatalf("transport %T", c.t)
+		t.Fatalf("transport %T", c.path.T)
 	}
 	for p := 0; p < c.Size(); p++ {
 		if _, isShm := m.Route(p).(*shm.Transport); p != c.Rank() && isShm != (p%2 == c.Rank()%2) {
@@ -34,7 +34,7 @@ func rankTopology(t *testing.T, c *Comm) {
 	// An AllGather, not an AllReduce: on this placement the flat
 	// halving-doubling's first round stays inside each host, so it costs
 	// what the hierarchical AllReduce costs and either may win.
-	a, err := c.pl.Choose(sched.Uniform(sched.AllGather, c.Size(), 4<<20, 0, false), 4)
+	a, err := c.path.Pl.Choose(sched.Uniform(sched.AllGather, c.Size(), 4<<20, 0, false), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func rankTopology(t *testing.T, c *Comm) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, ok := sub.pl.Layout()
+		l, ok := sub.path.Pl.Layout()
 		if !ok || len(l.Hosts) != tt.hosts {
 			t.Errorf("split by %d: layout %v (%v), want %d hosts", tt.color, l.Hosts, ok, tt.hosts)
 		}
@@ -174,9 +174,9 @@ func TestMultiHostTopology(t *testing.T) {
 // rankOneHost checks that every peer is reached through shared memory
 // and that a collective works.
 func rankOneHost(t *testing.T, c *Comm) {
-	m, ok := c.t.(*mux.Mux)
+	m, ok := c.path.T.(*mux.Mux)
 	if !ok {
-		t.Fatalf("transport %T", c.t)
+		t.Fatalf("transport %T", c.path.T)
 	}
 	for p := 0; p < c.Size(); p++ {
 		if _, isShm := m.Route(p).(*shm.Transport); p != c.Rank() && !isShm {

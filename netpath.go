@@ -39,7 +39,7 @@ type NetPath struct {
 // time, from any goroutine, also while collectives run (for example by a
 // metrics exporter at scrape time): it does not wait for them.
 func (c *Comm) NetPaths() []NetPath {
-	ps := boot.NetPaths(c.t, c.size)
+	ps := boot.NetPaths(c.path.T, c.size)
 	if len(ps) == 0 {
 		return nil
 	}

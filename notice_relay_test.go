@@ -53,7 +53,7 @@ func TestNoticeKeepsMismatch(t *testing.T) {
 		Err: fmt.Errorf("%w: collective 1 on rank 1 called AllReduce(...) while this rank called Broadcast(...)", errs.ErrMismatch)}
 	c1.job.PublishFailure(c1.id, c1.members[1], notice.Note{From: 1, Lost: -1, Text: why.Error()})
 	c0 := comms[0]
-	for c0.state.Load() == stateOK { // the notice reaches rank 0
+	for c0.path.State.Load() == stateOK { // the notice reaches rank 0
 		select {
 		case <-ctx.Done():
 			t.Fatal("rank 0 never heard of rank 1's failure notice")

@@ -1,15 +1,12 @@
 package hcomm
 
 import (
-	"context"
 	"log/slog"
-	rtrace "runtime/trace"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/fusion"
-	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/stream"
-	"github.com/hcomm-go/hcomm/internal/zcopy"
 )
 
 // An Observer is told about a communicator's collectives as they start and
@@ -90,44 +87,24 @@ type OpEvent struct {
 	Err  error // OpEnd only: what the call returns
 }
 
-// observe starts an operation's observation: the Observer's OpStart and,
-// when the program runs under `go tool trace`, a runtime/trace region. It
-// returns what observeEnd needs. c.mu is held. OpStart of a zero-copy
-// candidate (zc) waits until the ranks have chosen its path (runZeroCopy).
-func (c *Comm) observe(ctx context.Context, k *call, prog *sched.Program, start time.Time, zc bool) (OpEvent, *rtrace.Region) {
-	var ev OpEvent
-	if o := c.set.observer; o != nil {
-		ev = OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: c.seq, Op: k.name, DType: DType(k.DT),
-			Bytes: max(len(k.In), len(k.Out)), Algo: groupAlgo, Chunks: 1, Start: start}
-		if prog != nil { // nil: a group call (group.go), which moves one slot
-			ev.Algo, ev.Chunks = prog.Algo, c.ex.Chunks(prog, k.DT.Size())
-		}
-		if o.OpStart != nil && !zc {
-			o.OpStart(ev)
+// observeWith tells o (nil: none) of the collectives of c's call path.
+func (c *Comm) observeWith(o *Observer) {
+	if o == nil {
+		return
+	}
+	ev := func(e *callpath.Op) OpEvent {
+		return OpEvent{Comm: c.id, Rank: c.rank, Peers: c.size, Seq: e.Seq, Op: e.Name, DType: DType(e.DType), Bytes: e.Bytes,
+			Algo: e.Algo, Chunks: e.Chunks, Start: e.Start, Duration: e.Duration, Wait: e.Wait, Err: e.Err}
+	}
+	c.path.Start = func(e *callpath.Op) {
+		if o.OpStart != nil {
+			o.OpStart(ev(e))
 		}
 	}
-	var r *rtrace.Region
-	if rtrace.IsEnabled() {
-		r = rtrace.StartRegion(ctx, "hcomm/"+k.name)
-	}
-	return ev, r
-}
-
-// observeEnd ends what observe started.
-func (c *Comm) observeEnd(ev *OpEvent, r *rtrace.Region, err error) {
-	if r != nil {
-		r.End()
-	}
-	if o := c.set.observer; o != nil && o.OpEnd != nil {
-		ev.Duration, ev.Err = c.clock.Now().Sub(ev.Start), err
-		if ev.Algo == groupAlgo {
-			ev.Wait = ev.Duration
-		} else if ev.Algo == zcopy.Algo {
-			ev.Wait = max(c.zcPath.Met.Sub(ev.Start), 0)
-		} else if t, ok := c.ex.FirstRecv(); ok {
-			ev.Wait = max(t.Sub(ev.Start), 0)
+	c.path.End = func(e *callpath.Op) {
+		if o.OpEnd != nil {
+			o.OpEnd(ev(e))
 		}
-		o.OpEnd(*ev)
 	}
 }
 

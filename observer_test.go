@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -182,10 +183,10 @@ func TestObserverGroupWait(t *testing.T) {
 	defer comms[1].Close()
 	defer comms[0].Close()
 	c := comms[0]
-	c.initGroup(struct {
+	c.path.InitGroup(struct {
 		transport.Transport
 		transport.Group
-	}{c.t, &lateGroup{late}})
+	}{c.path.T, &lateGroup{late}})
 	x := make([]float32, 4)
 	if err := AllReduce(context.Background(), c, x, x, Sum); err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func TestObserverGroupWait(t *testing.T) {
 	if len(ends) != 1 {
 		t.Fatalf("%d OpEnd events", len(ends))
 	}
-	if e := ends[0]; e.Algo != groupAlgo || e.Chunks != 1 || e.Wait < late || e.Wait != e.Duration {
+	if e := ends[0]; e.Algo != callpath.GroupAlgo || e.Chunks != 1 || e.Wait < late || e.Wait != e.Duration {
 		t.Errorf("group call with peers %v late: algo %q, chunks %d, duration %v, wait %v", late, e.Algo, e.Chunks, e.Duration, e.Wait)
 	}
 }

@@ -22,14 +22,14 @@ type commDiag Comm
 
 func (d *commDiag) ID() string                   { return d.id }
 func (d *commDiag) Rank() int                    { return d.rank }
-func (d *commDiag) Snapshot() trace.Snapshot     { return d.rec.Snapshot() }
+func (d *commDiag) Snapshot() trace.Snapshot     { return d.path.Rec.Snapshot() }
 func (d *commDiag) WriteState(w io.Writer) error { return (*Comm)(d).WriteState(w) }
 
 // stallView is a communicator as its stall check (internal/stall) sees it.
 type stallView Comm
 
 func (v *stallView) Rank() int     { return v.rank }
-func (v *stallView) Healthy() bool { return v.state.Load() == stateOK }
+func (v *stallView) Healthy() bool { return v.path.State.Load() == stateOK }
 
 func (v *stallView) Mismatch(seq uint64, name string, peer int, err error) {
 	(*Comm)(v).fail(&OpError{Op: name, Rank: v.rank, Peer: peer, Seq: seq, Err: err})
@@ -69,10 +69,10 @@ func (v *stallView) CallsOf(seq uint64) []string {
 // job once per operation (boot.Job.ReportCall). It is "" without a job to
 // ask.
 func (c *Comm) reportFor(cur *current) string {
-	if cur.fp == nil || c.job == nil {
+	if cur.FP == nil || c.job == nil {
 		return ""
 	}
-	return c.job.ReportCall(&c.reports, c.id, c.rank, c.members, cur.name, cur.fp, cur.peer)
+	return c.job.ReportCall(&c.reports, c.id, c.rank, c.members, cur.Name, cur.FP, cur.Peer)
 }
 
 // publishFailure tells the job, through the store, why this communicator
@@ -99,16 +99,16 @@ func (c *Comm) watchNotice(ctx context.Context) {
 	perr := c.culprit.Noticed(n)
 	// relayed: a later call fails with ErrMismatch if the notice's reason
 	// was one, as when the abort comes through the transport.
-	c.state.Fail(culprit.Relayed(perr))
-	c.t.Abort(perr)
+	c.path.State.Fail(culprit.Relayed(perr))
+	c.path.T.Abort(perr)
 }
 
 // WriteState writes the communicator's flight recorder — its last
 // operations, with sequence numbers, calls, states and timings — to w.
 func (c *Comm) WriteState(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "hcomm: communicator %s rank %d of %d, state %s\n%s",
-		c.id, c.rank, c.size, &c.state, c.rec.Format())
-	for _, p := range boot.NetPaths(c.t, c.size) {
+		c.id, c.rank, c.size, &c.path.State, c.path.Rec.Format())
+	for _, p := range boot.NetPaths(c.path.T, c.size) {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "  tcp %v\n", p)
 		}

@@ -411,7 +411,7 @@ func scriptStep(t *testing.T, c *Comm, f []string, colls *uint64) error {
 // waitP2P waits until c's flight recorder shows a Send or Recv running.
 func waitP2P(c *Comm) error {
 	deadline := time.Now().Add(20 * time.Second)
-	for len(c.rec.Snapshot().P2P) == 0 {
+	for len(c.path.Rec.Snapshot().P2P) == 0 {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rank %d never entered a Send or Recv", c.Rank())
 		}

@@ -70,10 +70,10 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	}
 	ctx, cancel := c.withTimeout(parent)
 	defer cancel()
-	c.mu.Lock()
+	c.path.Mu.Lock()
 	c.splits++
 	n := c.splits
-	c.mu.Unlock()
+	c.path.Mu.Unlock()
 	id := fmt.Sprintf("%s/window%d", c.id, n)
 	t, _, err := c.connect(ctx, id, c.rank, c.size)
 	if err != nil {
@@ -81,13 +81,13 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	}
 	p := rma.Params{
 		Rank: c.rank, Size: c.size, ID: uint32(n), T: t, Buf: buf, Alloc: alloc,
-		Chunk: c.ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.timeout,
+		Chunk: c.path.Ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.timeout,
 		Exchange: c.gatherRecords, Barrier: c.Barrier, Check: c.usable,
 	}
 	if alloc >= 0 {
 		// Large copies to mapped peers may be split over the copy engine.
 		p.Copy = func(local int) func(dst, src []byte) {
-			if s := c.eng.Splitter(c.set.copyEngine, local, c.set.pollCPUs, c.ex.Pin); s != nil {
+			if s := c.eng.Splitter(c.set.copyEngine, local, c.set.pollCPUs, c.path.Ex.Pin); s != nil {
 				return func(dst, src []byte) { s.Copy(dst, src) }
 			}
 			return nil

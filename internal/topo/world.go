@@ -104,3 +104,16 @@ func Join(ctx context.Context, st store.Store, rank, size int, file string, card
 	}
 	return t, nil
 }
+
+// Pinner returns the function that pins a polling goroutine to cpus
+// (HCOMM_CPU_AFFINITY's), warning on log when it cannot; nil for no cpus.
+func Pinner(cpus []int, log *slog.Logger) func() {
+	if len(cpus) == 0 {
+		return nil
+	}
+	return func() {
+		if err := Pin(cpus); err != nil {
+			log.Warn("hcomm: cannot pin a polling goroutine", "cpus", FormatCPUList(cpus), "err", err)
+		}
+	}
+}

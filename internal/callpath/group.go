@@ -1,4 +1,4 @@
-package hcomm
+package callpath
 
 import (
 	"context"
@@ -26,21 +26,21 @@ import (
 var groupColls = [...]sched.Coll{sched.Barrier, sched.AllReduce, sched.Reduce, sched.Broadcast, sched.AllGather,
 	sched.Gather, sched.ReduceScatter, sched.Scatter, sched.AllToAll}
 
-// groupAlgo names the group path where an algorithm is reported.
-const groupAlgo = "shm-slots"
+// GroupAlgo names the group path where an algorithm is reported.
+const GroupAlgo = "shm-slots"
 
-// groupState is a communicator's group-call setup.
-type groupState struct {
+// group is a communicator's group-call setup.
+type group struct {
 	g     transport.Group          // nil: no group calls
 	max   int                      // bytes
 	colls [sched.Barrier + 1]uint8 // per collective: 0 no group form, else the blocks a contribution holds
 	slot  int                      // the running call's flight-recorder slot; -1 until it waits
 	end   func()                   // ends the running call's deadline; nil: its deadline and stall check are not armed
-	arm   groupArm                 // c, as the transport.Deferred of its calls
+	arm   groupArm                 // p, as the transport.Deferred of its calls
 }
 
-// initGroup finds out whether t runs group calls for every rank.
-func (c *Comm) initGroup(t transport.Transport) {
+// InitGroup finds out whether t runs group calls for every rank.
+func (p *Path) InitGroup(t transport.Transport) {
 	var g transport.Group
 	switch x := t.(type) {
 	case interface{ Group() transport.Group }:
@@ -49,63 +49,63 @@ func (c *Comm) initGroup(t transport.Transport) {
 		g = x
 	}
 	// colls counts a contribution's blocks, one per rank, in a uint8.
-	if g == nil || c.set.noSlots || c.size < 2 || c.size > 255 || g.GroupMax() <= 0 {
+	if g == nil || p.Set.NoSlots || p.Size < 2 || p.Size > 255 || g.GroupMax() <= 0 {
 		return
 	}
-	c.grp.g, c.grp.max = g, g.GroupMax()
+	p.grp.g, p.grp.max = g, g.GroupMax()
 	for _, k := range groupColls {
-		if _, forced := c.set.overrides[k]; !forced {
-			c.grp.colls[k] = 1
+		if _, forced := p.Set.Overrides[k]; !forced {
+			p.grp.colls[k] = 1
 			if k == sched.ReduceScatter || k == sched.Scatter || k == sched.AllToAll {
 				// A rank contributes a block for every rank.
-				c.grp.colls[k] = uint8(c.size)
+				p.grp.colls[k] = uint8(p.Size)
 			}
 		}
 	}
-	c.grp.arm = groupArm{c}
-	c.rec.SetClock(c.clock)
+	p.grp.arm = groupArm{p}
+	p.Rec.SetClock(p.Clock)
 }
 
-// groupFits reports whether k runs as a group call: its collective has a
+// GroupFits reports whether k runs as a group call: its collective has a
 // group form, not forced to an algorithm, and a rank's contribution fits
 // a slot.
-func (c *Comm) groupFits(k *call) bool {
-	if c.grp.g == nil || k.Spec != nil || int(k.coll) >= len(c.grp.colls) {
+func (p *Path) GroupFits(k *Call) bool {
+	if p.grp.g == nil || k.Spec != nil || int(k.Coll) >= len(p.grp.colls) {
 		return false
 	}
-	blocks := int(c.grp.colls[k.coll])
+	blocks := int(p.grp.colls[k.Coll])
 	if blocks == 0 {
 		return false
 	}
 	// count <= max first, so that the product cannot overflow.
-	return k.Count <= c.grp.max && k.Count*k.DT.Size()*blocks <= c.grp.max
+	return k.Count <= p.grp.max && k.Count*k.DT.Size()*blocks <= p.grp.max
 }
 
 // groupArm arms a group call's deadline and stall check when the transport
-// asks for its context. It runs under c.mu, on the caller's goroutine.
-type groupArm struct{ c *Comm }
+// asks for its context. It runs under p.Mu, on the caller's goroutine.
+type groupArm struct{ p *Path }
 
 func (a groupArm) Arm() context.Context {
-	c := a.c
-	if c.cur.start.IsZero() {
+	p := a.p
+	if p.Cur.Start.IsZero() {
 		// Unobserved calls start without reading the clock; polling took
 		// microseconds.
-		c.cur.start = c.clock.Now()
+		p.Cur.Start = p.Clock.Now()
 	}
-	if c.grp.slot < 0 {
+	if p.grp.slot < 0 {
 		// The flight recorder learns of the call now that it waits.
-		c.grp.slot = c.rec.Begin(c.cur.name, c.cur.fp, c.cur.start)
+		p.grp.slot = p.Rec.Begin(p.Cur.Name, p.Cur.FP, p.Cur.Start)
 	}
-	ctx, end := c.boundCtx(c.cur.parent, c.cur.start)
-	c.cur.ctx = ctx
-	c.grp.end = end
-	c.stall.Begin(c.cur.seq, c.cur.start)
+	ctx, end := p.boundCtx(p.Cur.Parent, p.Cur.Start)
+	p.Cur.Ctx = ctx
+	p.grp.end = end
+	p.Stall.Begin(p.Cur.Seq, p.Cur.Start)
 	return ctx
 }
 
 // groupDisarm ends the deadline groupArm armed, once the call's failure,
 // if any, has been reported (the report reads the deadline's state).
-func (c *Comm) groupDisarm() {
-	c.grp.end()
-	c.grp.end = nil
+func (p *Path) groupDisarm() {
+	p.grp.end()
+	p.grp.end = nil
 }
