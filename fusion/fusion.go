@@ -15,6 +15,7 @@ package fusion
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 	"unsafe"
@@ -37,14 +38,22 @@ import (
 // is pure waiting, in proportion to its size.
 const DefaultThreshold = 25 << 20
 
-// ErrLate reports that a tensor was marked ready after its bucket had been
-// flushed without it (see Bucketer).
-var ErrLate = ifusion.ErrLate
+// Errors of a Bucketer's step. The errors Grad.Ready and Bucketer.Wait
+// return wrap them (with the tensors' names); test with errors.Is.
+var (
+	// ErrLate reports that a tensor was marked ready after its bucket had
+	// been flushed without it (see Bucketer).
+	ErrLate = errors.New("hcomm: tensor marked ready after its bucket was flushed")
 
-// ErrUnused reports that a step ended (Bucketer.Wait) with tensors never
-// marked ready: they were reduced as zeros. Set Config.AllowUnused
-// when some tensors legitimately take no part in a step.
-var ErrUnused = ifusion.ErrUnused
+	// ErrUnused reports that a step ended (Bucketer.Wait) with tensors
+	// never marked ready: they were reduced as zeros. Set
+	// Config.AllowUnused when some tensors legitimately take no part in a
+	// step.
+	ErrUnused = errors.New("hcomm: tensors not marked ready in the step")
+)
+
+// The machinery (internal/fusion) reports these errors.
+func init() { ifusion.ErrLate, ifusion.ErrUnused = ErrLate, ErrUnused }
 
 // Config configures a Bucketer. Every rank must use the same values.
 type Config struct {

@@ -8,7 +8,6 @@ package fusion
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -24,13 +23,11 @@ import (
 	"github.com/hcomm-go/hcomm/internal/stream"
 )
 
-// ErrLate reports that a tensor was marked ready after its bucket had
-// been flushed without it.
-var ErrLate = errors.New("hcomm: tensor marked ready after its bucket was flushed")
-
-// ErrUnused reports that a step ended (Wait) with tensors never marked
-// ready: they were reduced as zeros.
-var ErrUnused = errors.New("hcomm: tensors not marked ready in the step")
+// ErrLate and ErrUnused are hcomm/fusion's errors of the same names, set
+// by that package at init (they are declared there, for its go doc): a
+// tensor marked ready after its bucket was flushed without it, and a step
+// that ended with tensors never marked ready.
+var ErrLate, ErrUnused error
 
 // Comm is the communicator a Bucketer reduces with, as it sees it.
 type Comm interface {
