@@ -42,12 +42,6 @@ var (
 // Overrides maps a collective to the name of the algorithm to use for it.
 type Overrides map[sched.Coll]string
 
-var collByName = map[string]sched.Coll{
-	"allreduce": sched.AllReduce, "reduce": sched.Reduce, "broadcast": sched.Broadcast,
-	"bcast": sched.Broadcast, "allgather": sched.AllGather, "reducescatter": sched.ReduceScatter,
-	"alltoall": sched.AllToAll, "gather": sched.Gather, "scatter": sched.Scatter, "barrier": sched.Barrier,
-}
-
 // aliases are friendlier names users reach for.
 var aliases = map[sched.Coll]map[string]string{
 	sched.AllReduce: {"tree": "dbtree", "recursive_doubling": "rd", "rabenseifner": "hd", "halving_doubling": "hd"},
@@ -77,7 +71,7 @@ func ParseOverrides(s string) (Overrides, error) {
 		coll, name, ok := strings.Cut(item, "=")
 		if !ok {
 			found := false
-			for _, c := range collByName {
+			for c := sched.AllReduce; c <= sched.Barrier; c++ {
 				if _, ok := algo.Lookup(c, resolve(c, item)); ok || slices.Contains(algo.LayoutNames(c), item) {
 					o[c] = resolve(c, item)
 					found = true
@@ -88,7 +82,7 @@ func ParseOverrides(s string) (Overrides, error) {
 			}
 			continue
 		}
-		c, ok := collByName[strings.TrimSpace(coll)]
+		c, ok := sched.CollNamed(strings.TrimSpace(coll))
 		if !ok {
 			return nil, fmt.Errorf("unknown collective %q in %q", coll, item)
 		}

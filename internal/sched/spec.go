@@ -40,8 +40,12 @@ func (c Coll) String() string {
 }
 
 // CollNamed returns the collective (AllReduce through Barrier) whose
-// String is name, ignoring case.
+// String is name, ignoring case; "bcast" is Broadcast too. It is the one
+// name → collective lookup (ExplainPlan, HCOMM_ALGO, hcomm sim and plan).
 func CollNamed(name string) (Coll, bool) {
+	if strings.EqualFold(name, "bcast") {
+		return Broadcast, true
+	}
 	for c := AllReduce; c <= Barrier; c++ {
 		if strings.EqualFold(collNames[c], name) {
 			return c, true

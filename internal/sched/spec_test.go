@@ -18,7 +18,7 @@ func TestCollNamed(t *testing.T) {
 		want Coll
 		ok   bool
 	}{
-		{"allreduce", AllReduce, true}, {"BROADCAST", Broadcast, true}, {"reduceScatter", ReduceScatter, true},
+		{"allreduce", AllReduce, true}, {"BROADCAST", Broadcast, true}, {"bcast", Broadcast, true}, {"reduceScatter", ReduceScatter, true},
 		{"SendRecv", 0, false}, {"", 0, false}, {"coll(0)", 0, false}, {"All Reduce", 0, false},
 	} {
 		if got, ok := CollNamed(tc.name); got != tc.want || ok != tc.ok {

@@ -2,17 +2,9 @@ package sim
 
 import "github.com/hcomm-go/hcomm/internal/sched"
 
-var collByName = map[string]sched.Coll{
-	"allreduce": sched.AllReduce, "reduce": sched.Reduce, "broadcast": sched.Broadcast,
-	"bcast": sched.Broadcast, "allgather": sched.AllGather, "reducescatter": sched.ReduceScatter,
-	"alltoall": sched.AllToAll, "gather": sched.Gather, "scatter": sched.Scatter, "barrier": sched.Barrier,
-}
-
-// ParseColl returns the collective named name (as hcomm perf names them).
-func ParseColl(name string) (sched.Coll, bool) {
-	c, ok := collByName[name]
-	return c, ok
-}
+// ParseColl returns the collective named name (as hcomm perf names them;
+// sched.CollNamed).
+func ParseColl(name string) (sched.Coll, bool) { return sched.CollNamed(name) }
 
 // algoAliases are the friendlier names HCOMM_ALGO accepts too.
 var algoAliases = map[string]string{"tree": "", "recursive_doubling": "rd", "rabenseifner": "hd",
