@@ -188,6 +188,7 @@ func (c *Comm) Close() error {
 	c.path.Mu.Lock() // pending collectives return promptly once the transport is closed
 	c.path.Ex.Close()
 	c.path.Mu.Unlock()
+	c.path.Rec.Stop() // the flight recorder's tick
 	c.closeBuffers()
 	if c.detach != nil {
 		c.detach()

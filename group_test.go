@@ -9,6 +9,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -155,5 +156,31 @@ func TestGroupPathOff(t *testing.T) {
 		if c.path.GroupFits(&k) {
 			t.Errorf("with HCOMM_SHM_SLOTS=0 a %v fits the group path", k.Coll)
 		}
+	}
+}
+
+// stopTimer is a flight-recorder tick that never fires by itself and
+// counts its Stops.
+type stopTimer struct{ armed, stopped bool }
+
+func (t *stopTimer) Reset(time.Duration) bool { t.armed = true; return false }
+func (t *stopTimer) Stop() bool               { t.armed, t.stopped = false, true; return true }
+
+// TestCloseStopsRecorderTick: a group call that completes without waiting
+// arms the flight recorder's stamping tick; Close stops it.
+func TestCloseStopsRecorderTick(t *testing.T) {
+	c, _ := groupComm(t, nil)
+	tm := &stopTimer{}
+	c.path.Rec.AfterFunc = func(time.Duration, func()) trace.Timer { tm.armed = true; return tm }
+	x := make([]float32, 2)
+	if err := AllReduce(context.Background(), c, x, x, Sum); err != nil {
+		t.Fatal(err)
+	}
+	if !tm.armed {
+		t.Fatal("the group call did not arm the tick")
+	}
+	c.Close()
+	if tm.armed || !tm.stopped {
+		t.Errorf("after Close: tick armed %v, stopped %v", tm.armed, tm.stopped)
 	}
 }

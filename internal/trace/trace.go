@@ -90,20 +90,31 @@ var procBase = time.Now()
 // Size is the number of operations a Recorder keeps.
 const Size = 64
 
+// A Timer is the recorder's tick: a *time.Timer, or a test's.
+type Timer interface {
+	Reset(time.Duration) bool
+	Stop() bool
+}
+
 // Recorder keeps the last Size operations of one communicator. Begin and
 // End do not allocate (except End's error text).
 type Recorder struct {
 	mu      sync.Mutex
-	clock   Clock       // Record's times are its Since
-	pending int         // the last entries, recorded by Record, have no time yet
-	ticking bool        // tick is armed
-	tick    *time.Timer // stamps the pending entries every stampEvery while there are any
+	clock   Clock // Record's times are its Since
+	pending int   // the last entries, recorded by Record, have no time yet
+	ticking bool  // tick is armed
+	stopped bool  // Stop was called: no tick any more
+	tick    Timer // stamps the pending entries every stampEvery while there are any
 	ring    [Size]Entry
 	next    int // total recorded
 	last    int // the slot of the last collective recorded, -1 before any
 	colls   int // collectives recorded
 	entered uint64
 	done    uint64 // highest sequence number completed successfully
+
+	// AfterFunc, if set before the first Record, makes the tick instead
+	// of time.AfterFunc (tests).
+	AfterFunc func(d time.Duration, f func()) Timer
 }
 
 // Begin records that the operation fp.Seq, called as name, started at
@@ -174,13 +185,18 @@ func (r *Recorder) Record(name string, fp *wire.Fingerprint, err error) {
 	r.pending++
 	r.end(e, time.Time{}, err)
 	switch {
-	case err != nil:
-		// Failures are rare and what a report is about: their time is exact.
+	case err != nil || r.stopped:
+		// Failures are rare and what a report is about: their time is
+		// exact. A stopped recorder has no tick.
 		r.stamp(r.clock.Since())
 	case !r.ticking:
 		r.ticking = true
 		if r.tick == nil {
-			r.tick = time.AfterFunc(stampEvery, r.tock)
+			after := r.AfterFunc
+			if after == nil {
+				after = func(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+			}
+			r.tick = after(stampEvery, r.tock)
 		} else {
 			r.tick.Reset(stampEvery)
 		}
@@ -192,11 +208,25 @@ func (r *Recorder) Record(name string, fp *wire.Fingerprint, err error) {
 // period.
 func (r *Recorder) tock() {
 	r.mu.Lock()
-	if r.pending > 0 {
+	if r.pending > 0 && !r.stopped {
 		r.stamp(r.clock.Since())
 		r.tick.Reset(stampEvery)
 	} else {
 		r.ticking = false
+	}
+	r.mu.Unlock()
+}
+
+// Stop stops the tick for good (the communicator closed): the pending
+// entries are stamped now, and later ones as they are recorded.
+func (r *Recorder) Stop() {
+	r.mu.Lock()
+	r.stopped, r.ticking = true, false
+	if r.tick != nil {
+		r.tick.Stop()
+	}
+	if r.pending > 0 {
+		r.stamp(r.clock.Since())
 	}
 	r.mu.Unlock()
 }

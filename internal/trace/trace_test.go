@@ -196,3 +196,45 @@ func TestRecorderStamps(t *testing.T) {
 		t.Error("not ticking with an entry to stamp")
 	}
 }
+
+// fakeTimer is a tick that never fires by itself.
+type fakeTimer struct {
+	f       func()
+	armed   bool
+	stopped int
+}
+
+func (t *fakeTimer) Reset(time.Duration) bool { was := t.armed; t.armed = true; return was }
+func (t *fakeTimer) Stop() bool               { was := t.armed; t.armed = false; t.stopped++; return was }
+
+// TestRecorderStop: Stop disarms the tick a Record armed and stamps what
+// was pending; later Records are stamped at once and arm nothing, and a
+// tick already under way does not re-arm.
+func TestRecorderStop(t *testing.T) {
+	var tm *fakeTimer
+	var r Recorder
+	r.AfterFunc = func(d time.Duration, f func()) Timer {
+		tm = &fakeTimer{f: f, armed: true}
+		return tm
+	}
+	fp := wire.Fingerprint{Seq: 1, Coll: sched.AllReduce}
+	r.Record("AllReduce", &fp, nil)
+	if tm == nil || !tm.armed {
+		t.Fatal("a Record did not arm the tick")
+	}
+	r.Stop()
+	if tm.armed || tm.stopped != 1 {
+		t.Errorf("after Stop: tick armed %v, stopped %d times", tm.armed, tm.stopped)
+	}
+	fp.Seq = 2
+	r.Record("AllReduce", &fp, nil)
+	tm.f() // a tick that was already running when Stop came
+	if tm.armed {
+		t.Error("the tick was armed again after Stop")
+	}
+	for _, e := range r.Entries() {
+		if e.End.IsZero() {
+			t.Errorf("#%d has no end after Stop", e.Seq)
+		}
+	}
+}
