@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"github.com/hcomm-go/hcomm/internal/boot"
@@ -17,6 +16,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/lifecycle"
 	"github.com/hcomm-go/hcomm/internal/opctx"
 	"github.com/hcomm-go/hcomm/internal/plan"
+	"github.com/hcomm-go/hcomm/internal/rma"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/split"
 	"github.com/hcomm-go/hcomm/internal/stall"
@@ -65,8 +65,7 @@ type Comm struct {
 	path      callpath.Path
 	splits    int                  // guarded by path.Mu
 	streamSet stream.Set[collArgs] // made by NewStream, closed by Close
-	winMu     sync.Mutex
-	windows   map[*Window]struct{} // open windows, released by Close
+	windows   rma.Set              // open windows, released by Close
 	eng       zcopy.Engine         // the copy engine, started when it pays
 
 	group *stall.Group // NewLocal's communicators, for the stall check; nil in a job
@@ -181,7 +180,7 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.streamSet.Close() // the streams made by NewStream
-	c.closeWindows()
+	c.windows.Close()
 	c.path.Stall.Stop()
 	open.Remove(c)
 	err := c.path.T.Close()

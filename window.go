@@ -98,32 +98,14 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 		t.Close()
 		return nil, c.windowErr(name, -1, err)
 	}
-	win := &Window{c: c, w: w, id: id}
-	c.winMu.Lock()
-	if c.windows == nil {
-		c.windows = make(map[*Window]struct{})
-	}
-	c.windows[win] = struct{}{}
-	c.winMu.Unlock()
-	return win, nil
+	c.windows.Add(w)
+	return &Window{c: c, w: w, id: id}, nil
 }
 
 // gatherRecords all-gathers every rank's record (windows, buffers).
 func (c *Comm) gatherRecords(ctx context.Context, rec []byte) ([]byte, error) {
 	all := make([]byte, c.size*len(rec))
 	return all, AllGather(ctx, c, rec, all)
-}
-
-// closeWindows releases the windows still open when the communicator
-// closes, without waiting for peers.
-func (c *Comm) closeWindows() {
-	c.winMu.Lock()
-	ws := c.windows
-	c.windows = nil
-	c.winMu.Unlock()
-	for w := range ws {
-		w.w.Close()
-	}
 }
 
 // windowErr wraps an error of a window operation.
@@ -174,12 +156,9 @@ func (w *Window) PutSignal(ctx context.Context, target, off int, src []byte, sig
 // from src[i*srcPitch:] and written at off+i*dstPitch in target's part of
 // the window, so a sub-matrix moves without packing.
 func (w *Window) PutStrided(ctx context.Context, target, off int, src []byte, rows, rowLen, srcPitch, dstPitch int) error {
-	if rows < 0 {
-		return w.c.windowErr("PutStrided", target, invalid("%d rows", rows))
-	}
-	s := rma.Shape{Rows: rows, Len: rowLen, Pitch: dstPitch, LocalPitch: srcPitch}
-	if rows == 0 {
-		s.Len = 0
+	s, err := rma.Strided(rows, rowLen, dstPitch, srcPitch)
+	if err != nil {
+		return w.c.windowErr("PutStrided", target, err)
 	}
 	return w.put(ctx, "PutStrided", target, off, src, s, -1, 0)
 }
@@ -204,12 +183,9 @@ func (w *Window) Get(ctx context.Context, target, off int, dst []byte) error {
 // at off+i*srcPitch in target's part of the window and written to
 // dst[i*dstPitch:].
 func (w *Window) GetStrided(ctx context.Context, target, off int, dst []byte, rows, rowLen, srcPitch, dstPitch int) error {
-	if rows < 0 {
-		return w.c.windowErr("GetStrided", target, invalid("%d rows", rows))
-	}
-	s := rma.Shape{Rows: rows, Len: rowLen, Pitch: srcPitch, LocalPitch: dstPitch}
-	if rows == 0 {
-		s.Len = 0
+	s, err := rma.Strided(rows, rowLen, srcPitch, dstPitch)
+	if err != nil {
+		return w.c.windowErr("GetStrided", target, err)
 	}
 	return w.get(ctx, "GetStrided", target, off, dst, s)
 }
@@ -263,9 +239,7 @@ func (w *Window) Close(ctx context.Context) error {
 		return w.c.windowErr("Close", -1, ErrClosed)
 	}
 	berr := w.c.Barrier(ctx)
-	w.c.winMu.Lock()
-	delete(w.c.windows, w)
-	w.c.winMu.Unlock()
+	w.c.windows.Remove(w.w)
 	err := w.w.Close()
 	if berr != nil {
 		return w.c.windowErr("Close", -1, berr)
