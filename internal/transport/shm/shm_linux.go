@@ -407,7 +407,10 @@ func (r *ring) firstLen(length uint64) uint64 {
 
 // TrySend sends p at once if it fits in one ring position (a slot, or the
 // entry for up to 64 bytes) and a position is free; otherwise it sends
-// nothing and reports false.
+// nothing and reports false. With GOMAXPROCS 1 it also sends a message of
+// several slots when that many are free: the caller would otherwise hand
+// it to another goroutine, which with one P copies only while the
+// caller's receive yields, using up that receive's polling.
 func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) (bool, error) {
 	pe, err := t.begin(rank, fp)
 	if err != nil {
@@ -421,19 +424,29 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 	if t.cmaThreshold > 0 && len(p) >= t.cmaThreshold {
 		return false, nil
 	}
-	if !r.spaceSeen() {
+	need := uint32(1)
+	if len(p) > r.slotBytes {
+		if runtime.GOMAXPROCS(0) > 1 {
+			return false, nil
+		}
+		need = uint32((len(p) + r.slotBytes - 1) / r.slotBytes)
+	}
+	if r.pos-r.seen+need > r.slots {
 		r.seen = atomic.LoadUint32(r.tail)
-		if !r.spaceSeen() {
+		if r.pos-r.seen+need > r.slots {
 			return false, nil
 		}
 	}
-	if len(p) > r.slotBytes {
-		return false, nil
-	}
 	h := msgHeader{kind: kindInline, length: uint64(len(p)), fp: *fp}
-	r.putFirst(&h, p)
+	first := r.putFirst(&h, p)
 	r.publish()
-	t.copied(len(p))
+	t.copied(first)
+	if first < len(p) {
+		// The slots are free: sendStream does not wait.
+		if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
+			return true, t.breakRing(r, err)
+		}
+	}
 	return true, nil
 }
 

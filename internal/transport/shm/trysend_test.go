@@ -5,6 +5,7 @@ package shm
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"testing"
 )
 
@@ -45,6 +46,49 @@ func TestTrySend(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTrySendSlots: with GOMAXPROCS 1, TrySend also sends a message of
+// several slots when that many are free, and declines (sending nothing)
+// when fewer are; with more Ps it leaves such messages to Send.
+func TestTrySendSlots(t *testing.T) {
+	trs := newLocalGroup(t, 2, "nocma")
+	ctx := context.Background()
+	a, b := trs[0], trs[1]
+	slotBytes := len(a.peers[1].out.slot(0))
+	msg := make([]byte, 2*slotBytes+slotBytes/2) // three slots
+	fill(msg, 5)
+	small := []byte("eight by")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	if ok, err := a.TrySend(ctx, 1, &dataFP, msg); ok || err != nil {
+		t.Fatalf("TrySend of three slots with GOMAXPROCS 2: %v, %v; want false, nil", ok, err)
+	}
+	runtime.GOMAXPROCS(1)
+	// Two of the four slots taken: three do not fit.
+	for i := 0; i < 2; i++ {
+		if ok, err := a.TrySend(ctx, 1, &dataFP, small); !ok || err != nil {
+			t.Fatalf("TrySend %d: %v, %v", i, ok, err)
+		}
+	}
+	if ok, err := a.TrySend(ctx, 1, &dataFP, msg); ok || err != nil {
+		t.Fatalf("TrySend of three slots into two free ones: %v, %v; want false, nil", ok, err)
+	}
+	buf := make([]byte, len(small))
+	for i := 0; i < 2; i++ {
+		if err := b.Recv(ctx, 0, &dataFP, buf); err != nil || !bytes.Equal(buf, small) {
+			t.Fatalf("Recv %d: %q, %v", i, buf, err)
+		}
+	}
+	if ok, err := a.TrySend(ctx, 1, &dataFP, msg); !ok || err != nil {
+		t.Fatalf("TrySend of three slots into four free ones: %v, %v; want true, nil", ok, err)
+	}
+	got := make([]byte, len(msg))
+	if err := b.Recv(ctx, 0, &dataFP, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(got, 5); err != nil {
 		t.Fatal(err)
 	}
 }
