@@ -798,13 +798,15 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 	// (Open MPI's yield-when-idle), since a futex sleep and wake-up costs
 	// tens of microseconds.
 	//
-	// The budget counts from the last copy this rank finished: with a CPU
-	// or two, its other goroutines (a step's send on a worker, say) copy
-	// while this one yields, and that time is not polling. Without this a
-	// receive whose worker copied a large message meanwhile went straight
-	// to sleep and was woken tens of microseconds late.
+	// With GOMAXPROCS 1 the budget counts from the last copy this rank
+	// finished: its other goroutines (a step's send on a worker, say) copy
+	// only while this one yields, and that time is not polling. Without
+	// this a receive whose worker copied a large message meanwhile went
+	// straight to sleep and was woken tens of microseconds late. With more
+	// Ps they copy beside the wait, which polls all along.
 	var start time.Time
-	copies := t.copies.Load()
+	var copies uint64
+	oneP := false
 	yield, limit := t.oversubscribed, spinFor
 	if yield {
 		limit = yieldFor
@@ -815,8 +817,11 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		}
 		if i%32 == 31 {
 			now := t.now()
-			if c := t.copies.Load(); start.IsZero() || c != copies {
-				start, copies = now, c
+			if start.IsZero() {
+				start, copies, oneP = now, t.copies.Load(), runtime.GOMAXPROCS(0) == 1
+			} else if c := t.copies.Load(); oneP && c != copies {
+				// Another goroutine ran, in a yield: keep yielding.
+				start, copies, yield = now, c, true
 			} else if d := now.Sub(start); d > limit {
 				break
 			} else {

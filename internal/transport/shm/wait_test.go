@@ -4,6 +4,7 @@ package shm
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,18 +16,25 @@ import (
 // receive polls while the rank copies a large message (as a step's send
 // on a worker does), the copy takes far longer than the budget by the
 // wait's clock, and the message the receive waits for comes after the
-// copy. The receive must still be polling then, not asleep. The clock is
-// the test's: nothing depends on the machine's speed or load.
+// copy. With GOMAXPROCS 1 the receive must still be polling then, not
+// asleep. The clock is the test's: nothing depends on the machine's speed
+// or load.
 func TestWaitBudgetAfterLocalCopy(t *testing.T) {
 	const big = 512 << 10 // two ring slots, or one single-copy read
 	for _, tc := range []struct {
 		name, variant string
 		read          bool // the copy is a single-copy read of rank 1's message, else a send to rank 1
+		procs         int  // GOMAXPROCS
+		sleeps        int64
 	}{
-		{"send through slots", "nocma", false},
-		{"single-copy read", "default", true},
+		{"send through slots", "nocma", false, 1, 0},
+		{"single-copy read", "default", true, 1, 0},
+		// With more Ps the copy ran beside the wait, which polled all
+		// along: its budget is spent.
+		{"send through slots, 2 Ps", "nocma", false, 2, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			trs := newLocalGroup(t, 3, tc.variant)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -102,10 +110,10 @@ func TestWaitBudgetAfterLocalCopy(t *testing.T) {
 			if err := check(dst, 3); err != nil {
 				t.Errorf("copied message: %v", err)
 			}
-			if n := sleeps.Load(); n != 0 {
-				t.Errorf("the wait slept %d times: its polling budget counted the rank's own copy", n)
+			if n := sleeps.Load(); n != tc.sleeps {
+				t.Errorf("the wait slept %d times, want %d (GOMAXPROCS %d)", n, tc.sleeps, tc.procs)
 			}
-			if n := looks.Load(); n < 3 {
+			if n := looks.Load(); tc.sleeps == 0 && n < 3 {
 				t.Errorf("the wait read its clock %d times, want at least 3", n)
 			}
 		})
