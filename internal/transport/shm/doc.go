@@ -89,14 +89,8 @@
 // without yielding, then until about 10 µs letting the process's other
 // goroutines run between polls; with Config.Yield (more local ranks than
 // CPUs) it yields the CPU with sched_yield between polls from the start,
-// for up to 50 µs. With GOMAXPROCS 1 those budgets count from the wait's
-// start or from the last copy of 32 KiB or more the rank finished,
-// whichever is later: a step's large send then runs on another goroutine
-// only while the receive yields, and its copy is not time spent polling
-// (counting it sent the receive straight to sleep, to be woken late).
-// Then it sets its
-// waiter flag, re-checks the counter and sleeps on it with FUTEX_WAIT for
-// at most a few tens of milliseconds. The other
+// for up to 50 µs. Then it sets its waiter flag, re-checks the counter and
+// sleeps on it with FUTEX_WAIT for at most a few tens of milliseconds. The other
 // side issues FUTEX_WAKE only when it sees the flag, so the fast path makes
 // no system call. Each wake-up or timeout re-checks the context, a local
 // Abort or Close, the ring's broken flag and the peer's state flags; after

@@ -75,42 +75,6 @@ type Transport struct {
 	aborted atomic.Pointer[abortError]
 
 	grp *group // group calls; nil unless every rank is on this host
-
-	// copies counts the copies of at least copyMin bytes this rank has
-	// finished (a slot written or read, a message read from the peer's
-	// memory): a wait that sees it move restarts its polling budget. On
-	// a line of its own, away from the fields every call reads.
-	_      [64]byte
-	copies atomic.Uint64
-	_      [56]byte
-
-	hooks *waitHooks // nil but in tests
-}
-
-// copyMin is the smallest copy counted in Transport.copies: smaller ones
-// cannot use up a wait's polling budget.
-const copyMin = 32 << 10
-
-// copied notes that this rank finished copying n bytes of a message.
-func (t *Transport) copied(n int) {
-	if n >= copyMin {
-		t.copies.Add(1)
-	}
-}
-
-// waitHooks let tests drive waits: now replaces the clock of the polling
-// budget, and sleep is called before each futex sleep.
-type waitHooks struct {
-	now   func() time.Time
-	sleep func()
-}
-
-// now is the clock of the polling budget.
-func (t *Transport) now() time.Time {
-	if t.hooks != nil {
-		return t.hooks.now()
-	}
-	return time.Now()
 }
 
 // abortError is what calls return after a local Abort.
@@ -377,7 +341,6 @@ func (t *Transport) Send(ctx context.Context, rank int, fp *wire.Fingerprint, p 
 	}
 	first := r.putFirst(&h, p)
 	r.publish()
-	t.copied(first)
 	if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
 		return t.breakRing(r, err)
 	}
@@ -410,7 +373,8 @@ func (r *ring) firstLen(length uint64) uint64 {
 // nothing and reports false. With GOMAXPROCS 1 it also sends a message of
 // several slots when that many are free: the caller would otherwise hand
 // it to another goroutine, which with one P copies only while the
-// caller's receive yields, using up that receive's polling.
+// caller's receive yields, using up that receive's polling (it then
+// sleeps on its futex and is woken late).
 func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) (bool, error) {
 	pe, err := t.begin(rank, fp)
 	if err != nil {
@@ -440,7 +404,6 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 	h := msgHeader{kind: kindInline, length: uint64(len(p)), fp: *fp}
 	first := r.putFirst(&h, p)
 	r.publish()
-	t.copied(first)
 	if first < len(p) {
 		// The slots are free: sendStream does not wait.
 		if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
@@ -459,7 +422,6 @@ func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte)
 		n := copy(r.slot(r.pos), p)
 		(&msgHeader{}).encode(r.entry(r.pos)) // kind 0: a continuation
 		r.publish()
-		t.copied(n)
 		p = p[n:]
 	}
 	return nil
@@ -574,7 +536,6 @@ func (t *Transport) recv(ctx context.Context, rank int, fp *wire.Fingerprint, n 
 			}
 		}
 		r.release()
-		t.copied(int(first))
 		if err := t.recvStream(ctx, pe, r, &d, first, h.length, match); err != nil {
 			return t.breakRing(r, err)
 		}
@@ -588,9 +549,6 @@ func (t *Transport) recv(ctx context.Context, rank int, fp *wire.Fingerprint, n 
 		}
 		if match && d.sink != nil {
 			d.sink.Consume(0, p)
-		}
-		if match {
-			t.copied(n)
 		}
 	}
 	if !match {
@@ -611,7 +569,6 @@ func (t *Transport) recvStream(ctx context.Context, pe *peer, r *ring, d *dest, 
 			d.put(off, r.slot(r.pos)[:n])
 		}
 		r.release()
-		t.copied(int(n))
 		off += n
 	}
 	return nil
@@ -797,16 +754,7 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 	// very CPU: yield it to other processes at once and for longer
 	// (Open MPI's yield-when-idle), since a futex sleep and wake-up costs
 	// tens of microseconds.
-	//
-	// With GOMAXPROCS 1 the budget counts from the last copy this rank
-	// finished: its other goroutines (a step's send on a worker, say) copy
-	// only while this one yields, and that time is not polling. Without
-	// this a receive whose worker copied a large message meanwhile went
-	// straight to sleep and was woken tens of microseconds late. With more
-	// Ps they copy beside the wait, which polls all along.
 	var start time.Time
-	var copies uint64
-	oneP := false
 	yield, limit := t.oversubscribed, spinFor
 	if yield {
 		limit = yieldFor
@@ -816,13 +764,9 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 			return nil
 		}
 		if i%32 == 31 {
-			now := t.now()
 			if start.IsZero() {
-				start, copies, oneP = now, t.copies.Load(), runtime.GOMAXPROCS(0) == 1
-			} else if c := t.copies.Load(); oneP && c != copies {
-				// Another goroutine ran, in a yield: keep yielding.
-				start, copies, yield = now, c, true
-			} else if d := now.Sub(start); d > limit {
+				start = time.Now()
+			} else if d := time.Since(start); d > limit {
 				break
 			} else {
 				yield = yield || d > pollFor
@@ -859,9 +803,6 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		if atomic.LoadUint32(word) != old {
 			atomic.StoreUint32(flag, 0)
 			return nil
-		}
-		if t.hooks != nil {
-			t.hooks.sleep()
 		}
 		futexSleep(word, old, d, &r.ts)
 		atomic.StoreUint32(flag, 0)
