@@ -370,11 +370,12 @@ func (r *ring) firstLen(length uint64) uint64 {
 
 // TrySend sends p at once if it fits in one ring position (a slot, or the
 // entry for up to 64 bytes) and a position is free; otherwise it sends
-// nothing and reports false. With GOMAXPROCS 1 it also sends a message of
-// several slots when that many are free: the caller would otherwise hand
-// it to another goroutine, which with one P copies only while the
-// caller's receive yields, using up that receive's polling (it then
-// sleeps on its futex and is woken late).
+// nothing and reports false. With GOMAXPROCS 1 and a CPU per local rank
+// it also sends a message of several slots when that many are free: the
+// caller would otherwise hand it to another goroutine, which with one P
+// copies only while the caller's receive yields, using up that receive's
+// polling (it then sleeps on its futex and is woken late). Ranks that
+// share CPUs yield while they poll instead of sleeping.
 func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) (bool, error) {
 	pe, err := t.begin(rank, fp)
 	if err != nil {
@@ -390,7 +391,7 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 	}
 	need := uint32(1)
 	if len(p) > r.slotBytes {
-		if runtime.GOMAXPROCS(0) > 1 {
+		if t.oversubscribed || runtime.GOMAXPROCS(0) > 1 {
 			return false, nil
 		}
 		need = uint32((len(p) + r.slotBytes - 1) / r.slotBytes)

@@ -50,18 +50,25 @@ func TestTrySend(t *testing.T) {
 	}
 }
 
-// TestTrySendSlots: with GOMAXPROCS 1, TrySend also sends a message of
-// several slots when that many are free, and declines (sending nothing)
-// when fewer are; with more Ps it leaves such messages to Send.
+// TestTrySendSlots: with GOMAXPROCS 1 and a CPU per rank, TrySend also
+// sends a message of several slots when that many are free, and declines
+// (sending nothing) when fewer are; with more Ps, or ranks sharing CPUs,
+// it leaves such messages to Send.
 func TestTrySendSlots(t *testing.T) {
 	trs := newLocalGroup(t, 2, "nocma")
 	ctx := context.Background()
 	a, b := trs[0], trs[1]
+	a.oversubscribed = true // whatever this machine's CPUs
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if ok, err := a.TrySend(ctx, 1, &dataFP, make([]byte, 2*len(a.peers[1].out.slot(0)))); ok || err != nil {
+		t.Fatalf("TrySend of two slots by ranks sharing CPUs: %v, %v; want false, nil", ok, err)
+	}
+	a.oversubscribed = false
 	slotBytes := len(a.peers[1].out.slot(0))
 	msg := make([]byte, 2*slotBytes+slotBytes/2) // three slots
 	fill(msg, 5)
 	small := []byte("eight by")
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	runtime.GOMAXPROCS(2)
 	if ok, err := a.TrySend(ctx, 1, &dataFP, msg); ok || err != nil {
 		t.Fatalf("TrySend of three slots with GOMAXPROCS 2: %v, %v; want false, nil", ok, err)
 	}
