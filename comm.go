@@ -108,9 +108,8 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	m.Chunk = set.chunk
 	c := &Comm{rank: rank, size: size, id: id, set: set, job: job, fabric: f, model: m}
 	p := &c.path
-	p.Rank, p.Size, p.ID, p.Ex, p.Pl = rank, size, id, exec.New(t, set.chunk), plan.New(rank, size, m, set.overrides)
-	p.Set = callpath.Settings{Timeout: set.timeout, ZeroCopy: set.zeroCopy, NoSlots: set.noSlots, Overrides: set.overrides,
-		Log: set.log, Debug: set.log.Enabled(context.Background(), slog.LevelDebug)}
+	p.Rank, p.Size, p.ID, p.Ex, p.Pl = rank, size, id, exec.New(t, set.chunk), plan.New(rank, size, m, set.Overrides)
+	p.Set, p.Set.Debug = set.Settings, set.Log.Enabled(context.Background(), slog.LevelDebug)
 	p.Err = func(op string, peer int, err error) error { return &OpError{Op: op, Rank: rank, Peer: peer, Err: err} }
 	p.Fail = func(cur *current, err error) error { return c.runErr(cur, err) }
 	c.observeWith(set.observer)
@@ -118,7 +117,7 @@ func newComm(rank, size int, id string, set options, t transport.Transport, job 
 	// once, which also unblocks the collective's other ops and the peers.
 	p.Ex.OnError = func(err error) { c.fail(c.opErr(&p.Cur, err)) }
 	p.Ex.Timed = set.observer != nil // OpEvent.Wait
-	p.Ex.Pin = topo.Pinner(set.pollCPUs, set.log)
+	p.Ex.Pin = topo.Pinner(set.pollCPUs, set.Log)
 	p.Stall.Init((*stallView)(c), &p.Rec)
 	p.Init(t)
 	c.members = make([]int, size)
@@ -202,10 +201,10 @@ func (c *Comm) Close() error {
 
 // withTimeout bounds ctx by the configured timeout.
 func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.set.timeout <= 0 {
+	if c.set.Timeout <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, c.set.timeout)
+	return context.WithTimeout(ctx, c.set.Timeout)
 }
 
 // opErr turns an error from running an operation into an *OpError.
@@ -215,8 +214,8 @@ func (c *Comm) opErr(cur *current, err error) *OpError {
 		err = ErrClosed
 	case peerOf(err) < 0 && (errors.Is(err, context.DeadlineExceeded) || cur.Ctx.Err() == context.DeadlineExceeded):
 		te := &timeoutError{}
-		if opctx.TimeoutFired(c.set.timeout, cur.Parent, cur.Ctx) {
-			te.After = c.set.timeout
+		if opctx.TimeoutFired(c.set.Timeout, cur.Parent, cur.Ctx) {
+			te.After = c.set.Timeout
 		}
 		// Before the peers are told, find out who everybody waits for,
 		// so that the report travels with the failure.

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/callpath"
 	"github.com/hcomm-go/hcomm/internal/exec"
 	"github.com/hcomm-go/hcomm/internal/plan"
 	"github.com/hcomm-go/hcomm/internal/settings"
@@ -152,20 +153,17 @@ type Config struct {
 	CPUAffinity string
 }
 
-// options is what a communicator keeps of its settings.
+// options is what a communicator keeps of its settings: its call path's
+// (timeout, 0 for none; zero-copy threshold; no shm slots; HCOMM_ALGO's
+// overrides; logger) and the rest.
 type options struct {
-	timeout   time.Duration // 0: none
-	overrides plan.Overrides
-	chunk     int
-	log       *slog.Logger
+	callpath.Settings
+	chunk int
 	// checkResults compares results across ranks (HCOMM_CHECK_RESULTS).
 	checkResults bool
-	// noSlots keeps small collectives off the shm slots (HCOMM_SHM_SLOTS=0).
-	noSlots    bool
-	dumpSignal string
-	zeroCopy   int // the least bytes for the zero-copy path on registered memory; <= 0: off
-	copyEngine int // HCOMM_COPY_ENGINE: 0 auto, < 0 off, > 0 the least bytes
-	observer   *Observer
+	dumpSignal   string
+	copyEngine   int // HCOMM_COPY_ENGINE: 0 auto, < 0 off, > 0 the least bytes
+	observer     *Observer
 	// pollCPUs are the CPUs the executor's workers are pinned to
 	// (HCOMM_CPU_AFFINITY), nil for none.
 	pollCPUs []int
@@ -182,15 +180,15 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 	if err != nil {
 		return v, o, invalid("%v", err)
 	}
-	if o.overrides, err = plan.ParseOverrides(v.Algo); err != nil {
+	if o.Overrides, err = plan.ParseOverrides(v.Algo); err != nil {
 		return v, o, invalid("algorithm override %q: %v", v.Algo, err)
 	}
-	o.timeout, o.chunk, o.log = v.Timeout, v.ChunkBytes, v.LoggerFor(c)
+	o.Timeout, o.chunk, o.Log = v.Timeout, v.ChunkBytes, v.LoggerFor(c)
 	if o.chunk <= 0 {
 		o.chunk = exec.DefaultChunkBytes
 	}
-	o.checkResults, o.noSlots, o.dumpSignal = v.CheckResults, v.NoShmSlots, v.DumpSignal
-	o.zeroCopy, o.copyEngine = v.ZeroCopy, v.CopyEngine
+	o.checkResults, o.NoSlots, o.dumpSignal = v.CheckResults, v.NoShmSlots, v.DumpSignal
+	o.ZeroCopy, o.copyEngine = v.ZeroCopy, v.CopyEngine
 	if cfg != nil {
 		o.observer = cfg.Observer
 	}

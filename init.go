@@ -46,9 +46,9 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	if cfg != nil {
 		rendezvous = cfg.Rendezvous
 	}
-	jc, err := boot.ReadJob(settings.FromConfig(cfg), rendezvous, vals, set.chunk, set.log)
+	jc, err := boot.ReadJob(settings.FromConfig(cfg), rendezvous, vals, set.chunk, set.Log)
 	if err == nil {
-		vals.Log(set.log)
+		vals.Log(set.Log)
 		err = topo.BindSelf(vals.BindTo, jc.LocalRank, vals.LocalSize)
 	}
 	var tf *traceFile
@@ -62,7 +62,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	}
 	if jc.Size == 1 && jc.StoreURL == "" && jc.Store == nil {
 		f := local.NewFabric(1)
-		boot.Banner(set.log, jc, nil, nil)
+		boot.Banner(set.Log, jc, nil, nil)
 		c := newComm(0, 1, "world", set, f.Endpoint(0), nil, f, plan.MemoryModel)
 		c.trace = tf
 		return c, nil
@@ -83,14 +83,14 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 
 // initWorld joins the job and makes its world communicator.
 func initWorld(ctx context.Context, jc boot.JobConfig, set options, v settings.Values) (*Comm, error) {
-	w, err := world.Join(ctx, jc, v, set.log)
+	w, err := world.Join(ctx, jc, v, set.Log)
 	if err != nil {
 		return nil, err
 	}
 	set.pollCPUs = w.PollCPUs
 	c := newComm(jc.Rank, jc.Size, "world", set, w.Transport, w.Job, nil, w.Model)
 	c.ownsJob = true
-	boot.Banner(set.log, jc, w.Job, w.Hosts)
+	boot.Banner(set.Log, jc, w.Job, w.Hosts)
 	if err := w.Plan(c.path.Pl); err != nil {
 		c.Close()
 		return nil, err

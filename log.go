@@ -11,5 +11,5 @@ import "github.com/hcomm-go/hcomm/internal/stall"
 // in stall.SlowStreak checked collectives in a row, the last being
 // collective seq, called as name. stall.Slow rate-limits it.
 func (c *Comm) logSlow(seq uint64, name string, slow []int) {
-	stall.LogSlow(c.set.log, c.id, c.rank, seq, name, slow)
+	stall.LogSlow(c.set.Log, c.id, c.rank, seq, name, slow)
 }

@@ -121,7 +121,7 @@ func (c *Comm) streamHook(f func(StreamEvent), s *stream.Stream[collArgs]) strea
 func init() {
 	fusion.Root.Event = func(e any) *stream.Event { return &e.(*Event).e }
 	fusion.Root.Stream = func(s any) fusion.Stream { return &s.(*Stream).s }
-	fusion.Root.Log = func(c any) *slog.Logger { return c.(*Comm).set.log }
+	fusion.Root.Log = func(c any) *slog.Logger { return c.(*Comm).set.Log }
 	fusion.Root.Launched = func(c any, l fusion.Launch) {
 		if c := c.(*Comm); c.set.observer != nil && c.set.observer.BucketLaunch != nil {
 			c.set.observer.BucketLaunch(BucketEvent{Comm: c.id, Rank: c.rank, Bucket: l.Bucket, Bytes: l.Bytes,

@@ -114,7 +114,7 @@ func (c *Comm) NewStream(name string) *Stream {
 	if o := c.set.observer; o != nil && o.Stream != nil {
 		s.s.SetHook(c.streamHook(o.Stream, &s.s))
 	}
-	s.s.Start(name, prefix, c.set.timeout, collOps, func() { c.streamSet.Remove(&s.s) })
+	s.s.Start(name, prefix, c.set.Timeout, collOps, func() { c.streamSet.Remove(&s.s) })
 	return s
 }
 

@@ -81,7 +81,7 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 	}
 	p := rma.Params{
 		Rank: c.rank, Size: c.size, ID: uint32(n), T: t, Buf: buf, Alloc: alloc,
-		Chunk: c.path.Ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.timeout,
+		Chunk: c.path.Ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.Timeout,
 		Exchange: c.gatherRecords, Barrier: c.Barrier, Check: c.usable,
 	}
 	if alloc >= 0 {
