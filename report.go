@@ -9,7 +9,6 @@ import (
 	"github.com/hcomm-go/hcomm/internal/boot"
 	"github.com/hcomm-go/hcomm/internal/culprit"
 	"github.com/hcomm-go/hcomm/internal/notice"
-	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
 )
 
@@ -56,13 +55,7 @@ func (v *stallView) CallsOf(seq uint64) []string {
 	if v.group != nil {
 		return v.group.CallsOf(seq)
 	}
-	calls := make([]string, v.size)
-	if v.job != nil {
-		if states, err := v.job.States(v.id, v.members, stall.StatesWait); err == nil {
-			stall.CallsFromStates(states, seq, calls)
-		}
-	}
-	return calls
+	return v.job.CallsOf(v.id, v.members, v.size, seq)
 }
 
 // reportFor returns the culprit report for the collective cur, asking the

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hcomm-go/hcomm/internal/diag"
+	"github.com/hcomm-go/hcomm/internal/stall"
 	"github.com/hcomm-go/hcomm/internal/trace"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -36,4 +37,18 @@ func (j *Job) ReportCall(r *Reports, id string, rank int, members []int, name st
 			func(s []*diag.CommState) string { return diag.Explain(seq, call, s) })
 	}
 	return r.text
+}
+
+// CallsOf returns each of size ranks' call of collective seq of
+// communicator id (members: their world ranks), read through the dump
+// protocol's states for the stall check ("" where unknown; all "" without
+// a job).
+func (j *Job) CallsOf(id string, members []int, size int, seq uint64) []string {
+	calls := make([]string, size)
+	if j != nil {
+		if states, err := j.States(id, members, stall.StatesWait); err == nil {
+			stall.CallsFromStates(states, seq, calls)
+		}
+	}
+	return calls
 }
