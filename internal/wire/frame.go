@@ -36,6 +36,18 @@ const (
 	// every other field is zero. (Type 5 is kept for the lead frame of the
 	// first path's failover.)
 	FramePing FrameType = 6
+	// FrameLead tells the receiver that the sender moved the pair's lead
+	// stream (small messages and first stripes, connection 0's role) off
+	// the path Paths names, which stopped, onto the connection the frame
+	// arrives on. Total is the resume offset: the byte of the old lead
+	// stream its first payload byte stands for, which the peer's host had
+	// acknowledged. The Len payload bytes are the old stream's bytes from
+	// there on, sent again; the lead stream goes on after them on this
+	// connection. The receiver takes the old stream up to what it has
+	// read (or still holds) and the replay from there, so bytes it read
+	// twice are skipped. Carries no fingerprint; FlagCRC32C may cover the
+	// payload.
+	FrameLead FrameType = 5
 )
 
 func (t FrameType) String() string {
@@ -50,6 +62,8 @@ func (t FrameType) String() string {
 		return "rejoin"
 	case FramePing:
 		return "ping"
+	case FrameLead:
+		return "lead"
 	}
 	return fmt.Sprintf("frame(%d)", uint8(t))
 }
@@ -74,11 +88,12 @@ const MaxAbortReason = 1024
 //
 //	[0]     Type
 //	[1]     Flags
-//	[2:4]   Paths (data, stripe and rejoin frames); zero otherwise
+//	[2:4]   Paths (data, stripe, rejoin and lead frames); zero otherwise
 //	[4:8]   Checksum
 //	[8:16]  Len
 //	[16:24] Total (data frames); Offset (stripe frames); the lost rank
-//	        (abort frames with FlagLost); the generation (rejoin frames)
+//	        (abort frames with FlagLost); the generation (rejoin frames);
+//	        the resume offset (lead frames)
 //	[24:48] Fingerprint (data and stripe frames; zero in abort frames)
 type FrameHeader struct {
 	Type FrameType
@@ -88,7 +103,9 @@ type FrameHeader struct {
 	// Paths is, on the first stripe of a message striped over several
 	// network paths (Len < Total), the set of paths whose connections carry
 	// its other stripes, one bit per path; on a repair (a stripe frame),
-	// the paths whose stripes it replaces; zero on other frames.
+	// the paths whose stripes it replaces; on a rejoin frame the paths it
+	// moves; on a lead frame the one path the lead stream leaves; zero on
+	// other frames.
 	Paths uint16
 	// Checksum is the CRC32C (Castagnoli) of the frame's payload when Flags
 	// has FlagCRC32C, and zero otherwise.
@@ -99,7 +116,8 @@ type FrameHeader struct {
 	// frame is a stripe of (Len <= Total). For an abort frame it is zero,
 	// or with FlagLost the rank whose loss caused the abort (below 2^32).
 	// Zero for a stripe frame, whose receiver knows the total from the
-	// message's first stripe.
+	// message's first stripe. For a lead frame, the resume offset (see
+	// FrameLead; Total+Len does not overflow).
 	Total uint64
 	// Offset is, for a stripe frame, where its payload goes in the message
 	// (Offset+Len does not overflow); zero otherwise.
@@ -123,7 +141,7 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 	h.Fingerprint.MarshalTo(b[24:])
 }
 
-// FlagCRC32C marks a data or stripe frame whose Checksum is the CRC32C of its payload.
+// FlagCRC32C marks a data, stripe or lead frame whose Checksum is the CRC32C of its payload.
 const FlagCRC32C uint8 = 1
 
 // FlagLost marks an abort frame whose root cause is the loss of the rank
@@ -135,7 +153,8 @@ const FlagLost uint8 = 2
 // and stripe frames, zero reserved fields, Len <= Total for data frames,
 // Offset+Len within 2^64 for stripe frames, for abort frames a reason no longer than
 // MaxAbortReason with no fingerprint, and for rejoin frames some paths, a
-// generation from 1 to MaxGen and nothing else. It never trusts Len beyond that: the
+// generation from 1 to MaxGen and nothing else, and for lead frames one
+// path, a resume offset plus Len within 2^64 and no fingerprint. It never trusts Len beyond that: the
 // caller compares it with what it is prepared to read.
 func (h *FrameHeader) Unmarshal(b []byte) error {
 	if len(b) < FrameHeaderSize {
@@ -152,7 +171,7 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	if d.Type == FrameStripe {
 		d.Offset, d.Total = d.Total, 0
 	}
-	isData := d.Type == FrameData || d.Type == FrameStripe
+	isData := d.Type == FrameData || d.Type == FrameStripe || d.Type == FrameLead
 	switch {
 	case isData && d.Flags&^FlagCRC32C != 0,
 		d.Type == FrameAbort && d.Flags&^FlagLost != 0,
@@ -194,6 +213,10 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	case FramePing:
 		if d.Len != 0 || d.Total != 0 || !allZero(b[24:]) {
 			return fmt.Errorf("wire: ping frame with %d payload bytes, total %d or a fingerprint: %w", d.Len, d.Total, ErrMalformed)
+		}
+	case FrameLead:
+		if d.Paths == 0 || d.Paths&(d.Paths-1) != 0 || d.Total+d.Len < d.Total || !allZero(b[24:]) {
+			return fmt.Errorf("wire: lead frame leaving paths %#x, resuming at %d with %d bytes: %w", d.Paths, d.Total, d.Len, ErrMalformed)
 		}
 	default:
 		return fmt.Errorf("wire: unknown frame type %d: %w", b[0], ErrMalformed)

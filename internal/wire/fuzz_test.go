@@ -17,6 +17,8 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 	seed(FrameHeader{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 7, Paths: 2, Len: 5, Offset: 1 << 20})
 	seed(FrameHeader{Type: FrameRejoin, Paths: 6, Total: 3})
 	seed(FrameHeader{Type: FramePing})
+	seed(FrameHeader{Type: FrameLead, Paths: 1, Total: 1 << 20, Len: 300})
+	seed(FrameHeader{Type: FrameLead, Flags: FlagCRC32C, Checksum: 1, Paths: 4, Total: 7, Len: 1})
 	f.Add([]byte("HCOM"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h FrameHeader
@@ -34,6 +36,9 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		}
 		if h.Type == FrameStripe && (h.Offset+h.Len < h.Offset || h.Total != 0) {
 			t.Fatalf("accepted a stripe past 2^64 or with a total: %+v", h)
+		}
+		if h.Type == FrameLead && (h.Paths == 0 || h.Paths&(h.Paths-1) != 0 || h.Total+h.Len < h.Total || h.Fingerprint != (Fingerprint{})) {
+			t.Fatalf("accepted a lead frame leaving no or several paths, past 2^64 or with a fingerprint: %+v", h)
 		}
 		if h.Type == FrameAbort && h.Len > MaxAbortReason {
 			t.Fatalf("accepted an overlong abort reason: %+v", h)

@@ -65,6 +65,9 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		{Type: FrameRejoin, Paths: 2, Total: 1},
 		{Type: FrameRejoin, Paths: 0x8000, Total: MaxGen},
 		{Type: FramePing},
+		{Type: FrameLead, Paths: 1, Total: 0, Len: 0},
+		{Type: FrameLead, Paths: 0x8000, Total: 1 << 40, Len: 4096},
+		{Type: FrameLead, Flags: FlagCRC32C, Checksum: 5, Paths: 1, Total: 1<<64 - 2, Len: 1},
 	} {
 		var b [FrameHeaderSize]byte
 		h.MarshalTo(b[:])
@@ -97,6 +100,15 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"ping with total", func() []byte { return encode(FrameHeader{Type: FramePing, Total: 1}) }},
 		{"ping with paths", func() []byte { return encode(FrameHeader{Type: FramePing, Paths: 2}) }},
 		{"ping with flags", func() []byte { return encode(FrameHeader{Type: FramePing, Flags: FlagCRC32C}) }},
+		{"lead without paths", func() []byte { return encode(FrameHeader{Type: FrameLead, Total: 1}) }},
+		{"lead leaving two paths", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 3, Total: 1}) }},
+		{"lead past 2^64", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 1, Total: 1<<64 - 1, Len: 2}) }},
+		{"lead with lost flag", func() []byte { return encode(FrameHeader{Type: FrameLead, Flags: FlagLost, Paths: 1}) }},
+		{"lead with fingerprint", func() []byte {
+			b := encode(FrameHeader{Type: FrameLead, Paths: 1})
+			b[FrameHeaderSize-1] = 1
+			return b
+		}},
 		{"rejoin without paths", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Total: 1}) }},
 		{"rejoin of generation 0", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2}) }},
 		{"rejoin past MaxGen", func() []byte { return encode(FrameHeader{Type: FrameRejoin, Paths: 2, Total: MaxGen + 1}) }},

@@ -701,6 +701,11 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	if h.Type == wire.FrameAbort {
 		return pr.fail(t.checkLost(peer, c0.abortError(peer, &h)))
 	}
+	if h.Type != wire.FrameData {
+		// A lead frame (wire.FrameLead) arrives only on another
+		// connection than the lead stream it moves.
+		return t.ioFailed(ctx, pr, fmt.Errorf("rank %d sent a %s frame where a message was due: %w", peer, h.Type, errProtocol), true, "receive")
+	}
 	want := uint64(len(p))
 	if h.Total > want {
 		// Reading it would need a buffer we do not have; the stream
