@@ -95,6 +95,8 @@ func TestRankProcess(t *testing.T) {
 		rankPathsDown(t, c)
 	case "pathsfail":
 		rankPathsFail(t, c)
+	case "pathsfirst":
+		rankPathsFirst(t, c)
 	case "pathsdead":
 		rankPathsDead(t, c)
 	case "pathsidle":

@@ -106,3 +106,19 @@ func BenchmarkPingPongProcess(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPingPongPaths measures round trips between two goroutines of
+// this process over two loopback paths, one socket each: small messages
+// travel on the first path, with the copy kept for moving it (lead.go).
+func BenchmarkPingPongPaths(b *testing.B) {
+	for _, size := range []int{8, 4 << 10, 1 << 20} {
+		b.Run(benchSize(size), func(b *testing.B) {
+			trs, _ := multiPathWorld(b, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			stop := startEcho(b, trs[1], ctx, size)
+			defer stop()
+			benchPingPong(b, ctx, trs[0], size)
+		})
+	}
+}

@@ -36,8 +36,14 @@ type conn struct {
 	whdr    [wire.FrameHeaderSize]byte
 	warr    [2][]byte
 	wb      net.Buffers
-	wbroken bool // a frame was left half written
-	wclosed bool // the abort frame went out; nothing may follow
+	wbroken bool   // a frame was left half written
+	wclosed bool   // the abort frame went out; nothing may follow
+	wrote   uint64 // bytes written on the stream
+	kbase   uint64 // the kernel's count of bytes written before the stream (lead.go)
+	// Set by the send lead's writer around a write (lead.go): the replay
+	// copy to add the frame to, or where to keep its header.
+	log    *leadLog
+	seghdr *[wire.FrameHeaderSize]byte
 
 	rmu      sync.Mutex
 	rhdr     [wire.FrameHeaderSize]byte
@@ -60,6 +66,17 @@ type conn struct {
 	// in one system call. Every read of the connection takes them first.
 	ahead      []byte
 	aoff, aend int
+
+	// The lead stream's move onto this connection (lead.go): before its
+	// own bytes, a reader takes prevLeft more bytes of the old lead
+	// prev, then discards skip bytes of the replay (read twice), then
+	// reads the replay's other replayLeft bytes and the stream after.
+	rjob       atomic.Bool // a receive worker has a stripe to read here
+	rread      uint64      // bytes of the stream consumed by readers
+	prev       *conn
+	prevLeft   uint64
+	skip       uint64
+	replayLeft uint64
 }
 
 // aheadSize is how much a polled read of a frame header may take from the
@@ -69,12 +86,64 @@ const aheadSize = 4 << 10
 // Read reads the connection's stream: first the bytes a polled read took
 // ahead, then the socket. The caller holds rmu.
 func (c *conn) Read(b []byte) (int, error) {
+	if c.prev != nil {
+		return c.readJoined(b)
+	}
 	if c.aoff < c.aend {
 		k := copy(b, c.ahead[c.aoff:c.aend])
 		c.aoff += k
+		c.rread += uint64(k)
 		return k, nil
 	}
-	return c.nc.Read(b)
+	n, err := c.nc.Read(b)
+	c.rread += uint64(n)
+	return n, err
+}
+
+// readJoined reads the lead stream moved onto c: the rest of the old
+// stream, then the replay less what was read twice, then c's own stream.
+func (c *conn) readJoined(b []byte) (int, error) {
+	if c.prevLeft > 0 {
+		n, err := c.prev.Read(b[:min(uint64(len(b)), c.prevLeft)])
+		c.prevLeft -= uint64(n)
+		if err != nil && c.prevLeft > 0 {
+			return n, fmt.Errorf("the old lead stream failed before its last %d bytes: %w", c.prevLeft, err)
+		}
+		return n, nil
+	}
+	for c.skip > 0 {
+		n, err := c.readOwn(b[:min(uint64(len(b)), c.skip)])
+		c.skip -= uint64(n)
+		if err != nil {
+			return 0, err
+		}
+	}
+	if c.replayLeft == 0 {
+		c.prev = nil // joined: plain reads from now on
+	}
+	return c.readOwn(b)
+}
+
+// readOwn reads c's own stream, counting down the replay.
+func (c *conn) readOwn(b []byte) (int, error) {
+	var n int
+	var err error
+	if c.aoff < c.aend {
+		n = copy(b, c.ahead[c.aoff:c.aend])
+		c.aoff += n
+	} else {
+		n, err = c.nc.Read(b)
+	}
+	c.rread += uint64(n)
+	c.replayLeft -= min(c.replayLeft, uint64(n))
+	return n, err
+}
+
+// inReplay reports whether the next byte read comes from an old lead
+// stream or its replay, that is was written while another connection
+// led.
+func (c *conn) inReplay() bool {
+	return c.prevLeft > 0 || c.skip > 0 || c.replayLeft > 0
 }
 
 func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
@@ -131,17 +200,63 @@ func (c *conn) write(h *wire.FrameHeader, part []byte) (int64, error) {
 		h.Flags, h.Checksum = wire.FlagCRC32C, crc32.Checksum(part, castagnoli)
 	}
 	h.MarshalTo(c.whdr[:])
+	if c.log != nil {
+		c.log.add(c.whdr[:])
+		c.log.add(part)
+	}
+	if c.seghdr != nil {
+		*c.seghdr = c.whdr
+	}
 	c.warr[0], c.warr[1] = c.whdr[:], part
 	c.wb = c.warr[:]
 	if len(part) == 0 {
 		c.wb = c.warr[:1]
 	}
 	n, err := c.wb.WriteTo(c.nc)
+	c.wrote += uint64(n)
 	c.warr[1], c.wb = nil, nil // drop the caller's buffer
 	if err != nil && n > 0 {
 		c.wbroken = true
 	}
 	return n, err
+}
+
+// writeHead writes the header of a data frame whose payload is part, but
+// not the payload: writeRaw follows with it.
+func (c *conn) writeHead(h *wire.FrameHeader, part []byte) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.wbroken || c.wclosed {
+		return 0, net.ErrClosed
+	}
+	if c.crc {
+		h.Flags, h.Checksum = wire.FlagCRC32C, crc32.Checksum(part, castagnoli)
+	}
+	h.MarshalTo(c.whdr[:])
+	if c.seghdr != nil {
+		*c.seghdr = c.whdr
+	}
+	n, err := c.nc.Write(c.whdr[:])
+	c.wrote += uint64(n)
+	if err != nil && n > 0 {
+		c.wbroken = true
+	}
+	return int64(n), err
+}
+
+// writeRaw writes the payload whose header writeHead wrote.
+func (c *conn) writeRaw(part []byte) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.wbroken || c.wclosed {
+		return 0, net.ErrClosed
+	}
+	n, err := c.nc.Write(part)
+	c.wrote += uint64(n)
+	if err != nil {
+		c.wbroken = true
+	}
+	return int64(n), err
 }
 
 // retireWrite marks the connection's sending side out of use: the frame in
@@ -195,12 +310,13 @@ func (c *conn) drain() {
 // the network poller. The caller holds rmu. Deadlines apply as to Read
 // (polling is bounded, so an interrupting deadline is seen within pollFor).
 func (c *conn) readPolled(b []byte) (int, error) {
-	if c.raw == nil || len(b) == 0 || c.sending.Load() > 0 || c.aoff < c.aend {
+	if c.raw == nil || len(b) == 0 || c.sending.Load() > 0 || c.aoff < c.aend || c.prev != nil {
 		return io.ReadFull(c, b)
 	}
 	c.rbuf, c.rn, c.rerr = b, 0, nil
 	err := c.raw.Read(c.pollFn)
 	n := c.rn
+	c.rread += uint64(n)
 	if c.rerr != nil {
 		err = c.rerr
 	}
@@ -241,6 +357,8 @@ func (c *conn) readOneHeader(peer int, poll bool) (h wire.FrameHeader, n int, er
 		n, err = io.ReadFull(c, c.rhdr[c.rhn:])
 	}
 	if err != nil {
+		// Kept, so that a read woken part way (see lead.go) goes on.
+		c.rhn += n
 		return h, n, err
 	}
 	c.rhn = 0
@@ -365,11 +483,16 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 		case j := <-w.jobs:
 			if j.recv {
 				r := w.recvStripe(peer, &j)
+				j.c.rjob.Store(false)
+				if r.err == errLeadMoved {
+					// Wake the receive to join the lead.
+					w.pr.recv.pokeLead()
+				}
 				if j.watch && w.pr.rwait.Add(-1) == 0 {
 					// The last stripe is in: wake the receiver from
 					// its watch on connection 0 (before the answer,
 					// so the wake-up cannot land in its next call).
-					w.pr.recv.poke(0)
+					w.pr.recv.pokeLead()
 				}
 				w.done <- r
 				continue
@@ -396,6 +519,14 @@ func (w *worker) recvStripe(peer int, j *job) result {
 	h, n, err := c.readStripeHeader(peer, &j.fp, j.total)
 	r := result{pos: c.pos, n: int64(n), off: h.Offset, err: err}
 	if err != nil {
+		if h.Type == wire.FrameLead && errors.Is(err, errProtocol) {
+			// The lead moved onto this connection: the stripe comes
+			// on the lead stream after the first (lead.go). The
+			// receive joins the lead here.
+			c.unread(&h)
+			r.n, r.err = 0, errLeadMoved
+			w.pr.rmove.Store(true)
+		}
 		return r
 	}
 	buf := j.buf[h.Offset : h.Offset+h.Len]

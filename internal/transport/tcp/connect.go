@@ -631,7 +631,8 @@ func (pr *peer) addConn(i int, nc net.Conn) bool {
 	pr.sdone = make(chan result, len(pr.conns))
 	pr.rdone = make(chan result, len(pr.conns))
 	pr.setupFailover()
-	for _, c := range pr.conns[1:] {
+	pr.setupLead()
+	for _, c := range pr.conns {
 		sw, rw := newWorker(pr, c.pos, pr.sdone), newWorker(pr, c.pos, pr.rdone)
 		pr.sendW = append(pr.sendW, sw)
 		pr.recvW = append(pr.recvW, rw)

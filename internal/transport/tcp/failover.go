@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -44,9 +43,11 @@ import (
 //
 // A stripe whose connection failed on the receiving side waits for its
 // repair; if the next message comes first, the pair fails as before. Conn
-// 0's own path is never retired: if it stops, the pair stalls until it
-// comes back or DeadAfter fails the pair. A retired path is dialed again
-// and comes back into use (redial.go).
+// 0's own path is retired only by moving the lead stream off it (lead.go,
+// pairs of one socket per path); elsewhere, if it stops, the pair stalls
+// until it comes back or DeadAfter fails the pair. A retired path is
+// dialed again and comes back into use (redial.go). "Conn 0" below is the
+// lead stream of the direction, where a move put it.
 
 // Send-side stripe states, by connection (peer.sstate).
 const (
@@ -156,8 +157,7 @@ func (pr *peer) retire(p *path, why string, cause error) {
 
 // repair sends again on conn 0 the stripes of the current send (message p
 // under fp) that travelled on the paths in retired.
-func (pr *peer) repair(fp *wire.Fingerprint, p []byte, retired uint16) (int64, error) {
-	c0 := pr.conns[0]
+func (pr *peer) repair(ctx context.Context, fp *wire.Fingerprint, p []byte, retired uint16) (int64, error) {
 	var moved int64
 	for pos, st := range pr.sstate {
 		if st == stripeNone {
@@ -168,12 +168,13 @@ func (pr *peer) repair(fp *wire.Fingerprint, p []byte, retired uint16) (int64, e
 			continue
 		}
 		off, n := pr.soff[pos], pr.cut[pos]
-		m, err := c0.writeStripe(fp, off, p[off:off+n], bit)
+		h := wire.FrameHeader{Type: wire.FrameStripe, Paths: bit, Len: n, Offset: off, Fingerprint: *fp}
+		m, err := pr.leadWrite(ctx, &h, p[off:off+n])
 		moved += m
 		if err != nil {
 			return moved, err
 		}
-		c0.path.sent.Add(n)
+		pr.sl.path.sent.Add(n)
 	}
 	return moved, nil
 }
@@ -181,9 +182,9 @@ func (pr *peer) repair(fp *wire.Fingerprint, p []byte, retired uint16) (int64, e
 // checkRepair checks the paths a repair names: some, all in use, none
 // conn 0's own.
 func (pr *peer) checkRepair(h *wire.FrameHeader) error {
-	if h.Paths == 0 || h.Paths&^pr.mask != 0 || h.Paths&(1<<pr.conns[0].path.idx) != 0 {
+	if h.Paths == 0 || h.Paths&^pr.mask != 0 || h.Paths&(1<<pr.rl.path.idx) != 0 {
 		return fmt.Errorf("rank %d sent a repair for paths %#x, the pair uses %#x and repairs go on path %d: %w",
-			pr.rank, h.Paths, pr.mask, pr.conns[0].path.idx, errProtocol)
+			pr.rank, h.Paths, pr.mask, pr.rl.path.idx, errProtocol)
 	}
 	return nil
 }
@@ -212,7 +213,7 @@ func (pr *peer) retireRecv(mask uint16) {
 
 // staleRepair discards a repair read at a message boundary: its message
 // came whole after all.
-func (pr *peer) staleRepair(c0 *conn, h *wire.FrameHeader) error {
+func (pr *peer) staleRepair(ctx context.Context, h *wire.FrameHeader) error {
 	if err := pr.checkRepair(h); err != nil {
 		return err
 	}
@@ -220,8 +221,15 @@ func (pr *peer) staleRepair(c0 *conn, h *wire.FrameHeader) error {
 		return fmt.Errorf("rank %d sent a repair of %d bytes: %w", pr.rank, h.Len, errProtocol)
 	}
 	pr.retireRecv(h.Paths)
-	_, err := io.CopyN(io.Discard, c0, int64(h.Len))
-	return err
+	var scratch [4 << 10]byte
+	for left := h.Len; left > 0; {
+		n, err := pr.readWoken(ctx, scratch[:min(left, uint64(len(scratch)))])
+		left -= uint64(n)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // collectStripes gathers the answers of the workers receiving the stripes
@@ -231,11 +239,11 @@ func (pr *peer) staleRepair(c0 *conn, h *wire.FrameHeader) error {
 // it or the first it meets, and the bytes moved.
 func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []byte, parts []*conn, watch bool, err error) (int64, error) {
 	t := pr.t
-	c0 := pr.conns[0]
+	c0 := pr.rl
 	var moved int64
-	pr.rext = pr.rext[:0]
 	var failed, repaired uint16 // paths whose stripe failed here; paths repaired
 	var failure error
+	inlineDue := false
 	left := len(parts)
 	watching := watch && err == nil
 	// The connections whose worker has answered: a repair must not wait
@@ -254,6 +262,9 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 		switch {
 		case repaired&bit != 0:
 			// Interrupted for its repair.
+		case r.err == errLeadMoved:
+			// Its stripe comes on the lead stream (lead.go).
+			inlineDue = true
 		case r.err == nil:
 			pr.rext = append(pr.rext, extent{off: r.off, len: r.len, pos: r.pos, ok: true})
 		case watch && connFailed(r.err) && t.callErr(ctx, pr, r.err) == nil:
@@ -284,9 +295,13 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 		h2, werr := c0.watchHeader(pr.rank)
 		switch {
 		case werr != nil:
-			if errors.Is(werr, os.ErrDeadlineExceeded) && t.callErr(ctx, pr, werr) == nil {
-				// Woken: the stripes are in.
-				pr.recv.restore(0)
+			if again, jerr := pr.woken(ctx, werr); again {
+				// Woken: the stripes are in, or the lead moved.
+				c0 = pr.rl
+				if jerr != nil {
+					err, watching = jerr, false
+					pr.recv.interrupt()
+				}
 				continue
 			}
 			if werr == io.EOF && c0.rhn == 0 && repairs == 0 {
@@ -349,7 +364,7 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 				pr.recv.interrupt()
 				break
 			}
-			m, rerr := pr.readWoken(ctx, c0, buf[h2.Offset:h2.Offset+h2.Len])
+			m, rerr := pr.readWoken(ctx, buf[h2.Offset:h2.Offset+h2.Len])
 			moved += int64(m)
 			c0.path.received.Add(uint64(m))
 			if rerr == nil {
@@ -371,6 +386,11 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 			watching = false
 		}
 	}
+	if err == nil && inlineDue {
+		var m int64
+		m, err = pr.inlineStripe(ctx, h, buf)
+		moved += m
+	}
 	if err != nil {
 		return moved, err
 	}
@@ -390,13 +410,15 @@ func connFailed(err error) bool {
 
 // readWoken fills b from c like io.ReadFull, going on after the wake-up a
 // worker gives the receive's watch on conn 0 (see worker.run).
-func (pr *peer) readWoken(ctx context.Context, c *conn, b []byte) (int, error) {
+func (pr *peer) readWoken(ctx context.Context, b []byte) (int, error) {
 	got := 0
 	for {
-		n, err := io.ReadFull(c, b[got:])
+		n, err := io.ReadFull(pr.rl, b[got:])
 		got += n
-		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && pr.t.callErr(ctx, pr, err) == nil {
-			pr.recv.restore(0)
+		if again, jerr := pr.woken(ctx, err); again {
+			if jerr != nil {
+				return got, jerr
+			}
 			continue
 		}
 		return got, err
@@ -410,12 +432,19 @@ func (pr *peer) checkCover(h *wire.FrameHeader, repaired uint16) error {
 	ext := pr.rext
 	n := 0
 	for _, e := range ext {
-		if e.repair || repaired&(1<<pr.conns[e.pos].path.idx) == 0 {
+		if e.len > 0 && (e.repair || repaired&(1<<pr.conns[e.pos].path.idx) == 0) {
 			ext[n] = e
 			n++
 		}
 	}
-	ext = append(ext[:n], extent{off: 0, len: h.Len, ok: true})
+	if h.Len > 0 {
+		// (A first stripe may be empty, when its path's share is.)
+		ext = append(ext, extent{})
+		ext = ext[:n+1]
+		ext[n] = extent{off: 0, len: h.Len, ok: true}
+	} else {
+		ext = ext[:n]
+	}
 	// Insertion sort: a handful of stripes, and no allocation.
 	for i := 1; i < len(ext); i++ {
 		for j := i; j > 0 && ext[j].off < ext[j-1].off; j-- {

@@ -383,7 +383,7 @@ func TestRedialRefusals(t *testing.T) {
 		want      string // "" to be accepted
 	}{
 		{"before the pair connected", 1, 1, false, "before the pair was connected"},
-		{"path 0", 0, 1, true, "never retires"},
+		{"path 0", 0, 1, true, "dialed path 0 again"},
 		{"generation 2", 1, 2, true, ""},
 		{"generation 2 again", 1, 2, true, "out of date"},
 		{"generation 1", 1, 1, true, "out of date"},

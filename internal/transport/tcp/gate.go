@@ -28,6 +28,10 @@ type gate struct {
 	conns []*conn // the peer's connections, once all are up
 	armed []time.Time
 	dead  bool
+	// The lead stream's connection (lead.go), which a move puts
+	// elsewhere than at its position, and its deadline.
+	leadc     *conn
+	leadArmed time.Time
 
 	active   context.Context // context of the call in progress, nil between calls
 	deadline time.Time       // active's deadline, zero if none
@@ -43,6 +47,9 @@ func (g *gate) setConns(conns []*conn) {
 	defer g.mu.Unlock()
 	g.conns = slices.Clone(conns)
 	g.armed = make([]time.Time, len(conns))
+	if len(conns) > 0 {
+		g.leadc = conns[0]
+	}
 	if g.dead {
 		g.setAll(aLongTimeAgo)
 	}
@@ -102,6 +109,44 @@ func (g *gate) armLocked(n int) {
 			g.armed[i] = d
 		}
 	}
+	if g.leadc != nil && !g.leadArmed.Equal(d) {
+		g.setDeadline(g.leadc, d)
+		g.leadArmed = d
+	}
+}
+
+// setLead makes c the lead: the connection armed for every call.
+func (g *gate) setLead(c *conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leadc = c
+	d := g.leadArmed
+	if g.dead {
+		d = aLongTimeAgo
+	}
+	g.setDeadline(c, d)
+}
+
+// pokeLead interrupts the I/O in progress on the lead, as poke does.
+func (g *gate) pokeLead() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.leadc != nil {
+		g.setDeadline(g.leadc, aLongTimeAgo)
+	}
+}
+
+// restoreLead undoes pokeLead, as restore does.
+func (g *gate) restoreLead() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.leadc != nil {
+		d := g.leadArmed
+		if g.dead {
+			d = aLongTimeAgo
+		}
+		g.setDeadline(g.leadc, d)
+	}
 }
 
 // exit ends the call in progress.
@@ -147,6 +192,10 @@ func (g *gate) setAll(d time.Time) {
 	for i, c := range g.conns {
 		g.setDeadline(c, d)
 		g.armed[i] = d
+	}
+	if g.leadc != nil {
+		g.setDeadline(g.leadc, d)
+		g.leadArmed = d
 	}
 }
 

@@ -219,6 +219,10 @@ func (pr *peer) plan(total uint64, now time.Time) uint16 {
 	}
 	var mask uint16
 	var use float64
+	lead := pr.paths[0]
+	if pr.sl != nil {
+		lead = pr.sl.path
+	}
 	for _, p := range pr.paths {
 		r := p.getRate()
 		pr.pshare[p.idx] = 0
@@ -252,18 +256,19 @@ func (pr *peer) plan(total uint64, now time.Time) uint16 {
 	if last >= 0 {
 		pr.cut[last] += left // rounding
 	}
-	if mask == 1<<pr.paths[0].idx && len(pr.paths[0].conns) == 1 {
+	if mask == 1<<lead.idx && len(lead.conns) == 1 {
 		// All of it on conn 0: not striped.
 		return 0
 	}
 	return mask
 }
 
-// stripedParts returns the connections other than conn 0 that carry the
-// stripes of a message whose first stripe named paths mask, in the order
+// stripedParts returns the connections other than first's (the one that
+// carried the first stripe) that carry the stripes of a message whose
+// first stripe named paths mask, in the order
 // their stripes follow one another, or an error if mask names a path the
 // pair does not use.
-func (pr *peer) stripedParts(mask uint16) ([]*conn, error) {
+func (pr *peer) stripedParts(mask uint16, first int) ([]*conn, error) {
 	if mask&^pr.mask != 0 {
 		return nil, fmt.Errorf("rank %d striped a message over paths %#x, the pair uses %#x: %w", pr.rank, mask, pr.mask, errProtocol)
 	}
@@ -271,8 +276,8 @@ func (pr *peer) stripedParts(mask uint16) ([]*conn, error) {
 		return nil, fmt.Errorf("rank %d striped a message over paths %#x, after retiring %#x: %w", pr.rank, mask, pr.rgone, errProtocol)
 	}
 	parts := pr.rparts[:0]
-	for _, c := range pr.conns[1:] {
-		if mask&(1<<c.path.idx) != 0 {
+	for _, c := range pr.conns {
+		if c.pos != first && mask&(1<<c.path.idx) != 0 {
 			parts = append(parts, c)
 		}
 	}

@@ -14,14 +14,14 @@ import (
 // multiPathWorld makes size in-process transports whose listeners, bound to
 // every loopback address, are published as the given addresses (a %d in
 // each is the listener's port): one per path.
-func multiPathWorld(t *testing.T, size, nsocks int, paths ...string) ([]*Transport, *syncBuffer) {
+func multiPathWorld(t testing.TB, size, nsocks int, paths ...string) ([]*Transport, *syncBuffer) {
 	t.Helper()
 	return multiPathWorldWrap(t, size, nsocks, nil, paths...)
 }
 
 // multiPathWorldWrap is multiPathWorld with rank r's listener replaced by
 // wrap(r, listener) when wrap is not nil.
-func multiPathWorldWrap(t *testing.T, size, nsocks int, wrap func(int, net.Listener) net.Listener, paths ...string) ([]*Transport, *syncBuffer) {
+func multiPathWorldWrap(t testing.TB, size, nsocks int, wrap func(int, net.Listener) net.Listener, paths ...string) ([]*Transport, *syncBuffer) {
 	t.Helper()
 	logs := new(syncBuffer)
 	lns := make([]net.Listener, size)
@@ -48,7 +48,7 @@ func multiPathWorldWrap(t *testing.T, size, nsocks int, wrap func(int, net.Liste
 // pathTransports makes one transport per listener, rank r listening on
 // lns[r] and every rank publishing addrs, logging to logs; they are closed
 // when the test ends.
-func pathTransports(t *testing.T, lns []net.Listener, addrs []string, nsocks int, connect time.Duration, logs *syncBuffer) []*Transport {
+func pathTransports(t testing.TB, lns []net.Listener, addrs []string, nsocks int, connect time.Duration, logs *syncBuffer) []*Transport {
 	t.Helper()
 	trs := make([]*Transport, len(lns))
 	for r := range trs {

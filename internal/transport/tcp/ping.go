@@ -55,6 +55,9 @@ func (pr *peer) pingLoop() {
 func (pr *peer) pingOnce(now time.Time) {
 	t := pr.t
 	first := pr.conns[0].path
+	pr.mu.Lock()
+	sl := pr.sl
+	pr.mu.Unlock()
 	if pr.sidle.TryLock() {
 		for _, p := range pr.paths {
 			if p == first || p.retired.Load() {
@@ -62,6 +65,9 @@ func (pr *peer) pingOnce(now time.Time) {
 			}
 			for _, id := range p.conns {
 				c := pr.sview[id.pos]
+				if c == sl {
+					continue // the lead stream moved here (lead.go)
+				}
 				unacked, blocked, ackAge, ok := sendState(c.nc)
 				if !ok {
 					continue
@@ -97,12 +103,12 @@ func (pr *peer) pingOnce(now time.Time) {
 		}
 		for _, id := range p.conns {
 			pr.mu.Lock()
-			c := pr.rview[id.pos]
+			c, lead := pr.rview[id.pos], pr.rl
 			pr.mu.Unlock()
-			if !c.rmu.TryLock() {
-				continue // a receive reads it
+			if c == lead || !c.rmu.TryLock() {
+				continue // a receive reads it, or the lead stream moved here (lead.go)
 			}
-			if !c.draining && !c.peeked && c.rhn == 0 && c.aoff == c.aend {
+			if !c.draining && !c.peeked && c.rhn == 0 && c.aoff == c.aend && c.prev == nil {
 				drainPings(c.nc)
 			}
 			c.rmu.Unlock()

@@ -301,8 +301,13 @@ func (pr *peer) checkGen(i int, gen uint8) string {
 	if pr.closed || pr.err() != nil {
 		return fmt.Sprintf("rank %d is no longer connectable", pr.rank)
 	}
-	if pr.mask&(1<<k) == 0 || k == pr.conns[0].path.idx {
+	if pr.mask&(1<<k) == 0 || !pr.leadOK && k == pr.conns[0].path.idx {
 		return fmt.Sprintf("rank %d dialed path %d again, which the pair does not use or never retires", pr.rank, k)
+	}
+	if k == pr.sl.path.idx && k == pr.rl.path.idx {
+		// Both lead streams still use it here (lead.go): not
+		// retired yet at this end.
+		return fmt.Sprintf("rank %d dialed path %d again, which both lead streams use", pr.rank, k)
 	}
 	_, done := pr.lastGen(k)
 	if done != nil && gen <= done.gen || gen <= max(pr.sgen[k], pr.rgen[k]) {
@@ -361,6 +366,7 @@ func (pr *peer) addGen(p *path, slot int, gen uint8, nc net.Conn) bool {
 	}
 	c := newConn(nc, id.idx, t.crc, t.deadAfter)
 	c.setPoll(t.pollFor, t.yield, &t.sending)
+	pr.setKbase(c) // (lead.go)
 	c.path, c.pos = p, id.pos
 	g.conns[slot] = c
 	g.have++
@@ -383,7 +389,10 @@ func (pr *peer) pruneLocked(k int) {
 	low := min(pr.sgen[k], pr.rgen[k])
 	if low > 0 {
 		for _, c := range pr.pathOf(k).conns {
-			c.nc.Close()
+			if c != pr.sl && c != pr.rl && c != pr.rlOld {
+				// (A lead stream stays where it is: lead.go.)
+				c.nc.Close()
+			}
 		}
 	}
 	_, done := pr.lastGen(k)
@@ -420,8 +429,7 @@ func (pr *peer) genConns(out []*conn) []*conn {
 // generation than they use to that generation, telling the peer first
 // with a rejoin frame on connection 0. The caller holds the send gate, at
 // the start of a striped send.
-func (pr *peer) rejoinSend() error {
-	c0 := pr.conns[0]
+func (pr *peer) rejoinSend(ctx context.Context) error {
 	for m := pr.rejoinable.Swap(0); m != 0; m &= m - 1 {
 		k := bits.TrailingZeros32(m)
 		p := pr.pathOf(k)
@@ -439,7 +447,7 @@ func (pr *peer) rejoinSend() error {
 		pr.pruneLocked(k)
 		pr.mu.Unlock()
 		h := wire.FrameHeader{Type: wire.FrameRejoin, Paths: 1 << k, Total: uint64(g.gen)}
-		if _, err := c0.write(&h, nil); err != nil {
+		if _, err := pr.leadWrite(ctx, &h, nil); err != nil {
 			return err
 		}
 		// Back in the plan with a small share, which grows with the
@@ -487,7 +495,7 @@ func (pr *peer) rejoinRecv(ctx context.Context, h *wire.FrameHeader) error {
 	gen := uint8(h.Total)
 	for m := uint32(h.Paths); m != 0; m &= m - 1 {
 		k := bits.TrailingZeros32(m)
-		if pr.mask&(1<<k) == 0 || k == pr.conns[0].path.idx {
+		if pr.mask&(1<<k) == 0 || !pr.leadOK && k == pr.conns[0].path.idx {
 			return fmt.Errorf("rank %d moved path %d to generation %d; the pair uses paths %#x and never retires path %d: %w",
 				pr.rank, k, gen, pr.mask, pr.conns[0].path.idx, errProtocol)
 		}

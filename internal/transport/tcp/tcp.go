@@ -104,7 +104,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -185,8 +184,10 @@ type Config struct {
 	// StallAfter is how long a connection of a pair with several paths
 	// may hold a stripe of a message without the peer's host
 	// acknowledging any of it before its path is retired and the
-	// stripes sent again on the pair's first path: 0 means
-	// DefaultStallAfter, a negative value never retires a path.
+	// stripes sent again on the pair's first path (or, for the first
+	// path's own lead stream, before that moves to another path: see
+	// lead.go): 0 means DefaultStallAfter, a negative value never
+	// retires a path.
 	StallAfter time.Duration
 	// PingEvery is how often the idle connections of a pair's paths
 	// other than its first are pinged (wire.FramePing), so that a path
@@ -282,6 +283,20 @@ type Transport struct {
 	// testPinged, set by tests before use, is called after each round of
 	// idle pings to a peer (ping.go).
 	testPinged func(peer int)
+	// testAcked, set by tests before use, may lower what a lead stream's
+	// peer host is taken to have acknowledged (lead.go).
+	testAcked func(c *conn, acked uint64) uint64
+	// testStall, set by tests before use, makes the lead's watch take the
+	// send lead c as stalled at once when it reports true; testLeadAt is
+	// called where a Send waits on the lead ("await": for the whole
+	// lead's acknowledgement; "quiet": for the small frames' before a
+	// striped message).
+	testStall  func(c *conn) bool
+	testLeadAt func(where string)
+	// testLost, set by tests before use, makes a frame written on the
+	// send lead c vanish (as into a link that went down) when it reports
+	// true: kept for a move, never put on the socket.
+	testLost func(c *conn) bool
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
@@ -329,7 +344,7 @@ type peer struct {
 	failed    chan struct{} // closed when failure is set
 
 	send, recv gate
-	sendW      []*worker // for conns[1:]
+	sendW      []*worker // by position (none runs for the lead's)
 	recvW      []*worker
 	sdone      chan result // the send workers' answers
 	rdone      chan result // the receive workers' answers
@@ -357,6 +372,22 @@ type peer struct {
 	// Idle pings (ping.go).
 	sidle  sync.Mutex  // held by Send: the pinger works only between sends
 	pinged []time.Time // by position: when the pinger last wrote a ping (pinger only)
+	// The lead streams (lead.go): conns[0] at first, each direction's
+	// own after a move.
+	sl       *conn       // send lead (smu; written under mu)
+	rl       *conn       // receive lead (receive gate; written under mu)
+	rlOld    *conn       // the receive lead before the last move (as rl)
+	rentry   *conn       // the receive lead locked by the receive in progress
+	leadOK   bool        // the lead moves when its path stops
+	smu      sync.Mutex  // a Send, or the watch moving the send lead
+	llog     *leadLog    // copy of the small frames on sl (smu)
+	seg      leadSeg     // the Send's large frame on sl (smu)
+	moveBufs [][]byte    // moveLead's (smu)
+	sstalled atomic.Bool // the watch found sl stalled
+	rmove    atomic.Bool // the watch found a lead frame: a receive joins
+	rhdrWait atomic.Bool // a receive waits for a header on the lead
+	rstripe  atomic.Bool // the watch found a stripe while it did
+	rpre     uint16      // positions whose stripe the receive read before the header
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -507,22 +538,41 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	defer pr.send.exit()
 	pr.sidle.Lock()
 	defer pr.sidle.Unlock()
+	if pr.leadOK {
+		// The lead's watch may move the lead between Sends (lead.go).
+		pr.smu.Lock()
+		defer pr.smu.Unlock()
+		if err := pr.leadStalled("send"); err != nil && err != errNoMove {
+			return t.ioFailed(ctx, pr, err, true, "send")
+		}
+	}
 	total := uint64(len(p))
 	if total >= stripeMin && pr.rejoinable.Load() != 0 {
 		// A retired path was dialed again: move to it (redial.go).
-		if err := pr.rejoinSend(); err != nil {
+		if err := pr.rejoinSend(ctx); err != nil {
 			return t.ioFailed(ctx, pr, err, true, "send")
 		}
 	}
 	var mask uint16
 	var now time.Time
+	if total >= stripeMin && pr.leadOK && pr.llog.held() > 0 {
+		// Stripes go out only once what precedes their header on the
+		// lead is acknowledged (lead.go).
+		if err := pr.leadQuiet(ctx); err != nil {
+			return t.ioFailed(ctx, pr, err, true, "send")
+		}
+	}
 	if total >= stripeMin && len(pr.conns) > 1 {
 		now = time.Now()
 		mask = pr.plan(total, now)
 	}
-	c0 := pr.conns[0]
+	c0 := pr.sl
 	if mask == 0 {
-		n, err := c0.writeFrame(fp, total, p, 0)
+		h := wire.FrameHeader{Type: wire.FrameData, Len: total, Total: total, Fingerprint: *fp}
+		n, err := pr.leadWrite(ctx, &h, p)
+		if err == nil && pr.seg.on {
+			err = pr.awaitLead(ctx)
+		}
 		if err != nil {
 			return t.ioFailed(ctx, pr, err, n > 0, "send")
 		}
@@ -530,7 +580,9 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		return nil
 	}
 	pr.send.arm(len(pr.conns))
-	n0 := pr.cut[0]
+	first := c0.pos // the connection carrying the first stripe
+	n0 := pr.cut[first]
+	var moved int64
 	off := n0
 	dispatched := 0
 	// With several paths, the stripes on paths other than conn 0's are
@@ -541,7 +593,7 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 dispatch:
 	for _, w := range pr.sendW {
 		c := pr.conns[w.pos]
-		if mask&(1<<c.path.idx) == 0 {
+		if w.pos == first || mask&(1<<c.path.idx) == 0 {
 			continue
 		}
 		n := pr.cut[w.pos]
@@ -557,7 +609,9 @@ dispatch:
 			break dispatch
 		}
 	}
-	moved, err := c0.writeFrame(fp, total, p[:n0], mask)
+	h0 := wire.FrameHeader{Type: wire.FrameData, Paths: mask, Len: n0, Total: total, Fingerprint: *fp}
+	m, err := pr.leadWrite(ctx, &h0, p[:n0])
+	moved += m
 	d0 := time.Since(now)
 	if err != nil {
 		pr.send.interrupt()
@@ -618,9 +672,12 @@ dispatch:
 		retired |= r
 		if err == nil && retired != 0 {
 			var m int64
-			m, err = pr.repair(fp, p, retired)
+			m, err = pr.repair(ctx, fp, p, retired)
 			moved += m
 		}
+	}
+	if err == nil && pr.leadOK {
+		err = pr.awaitLead(ctx)
 	}
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, moved > 0, "send")
@@ -670,14 +727,23 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		return t.deadErr(ctx, pr)
 	}
 	defer pr.recv.exit()
-	c0 := pr.conns[0]
+	c0 := pr.rl
 	c0.rmu.Lock()
-	defer c0.rmu.Unlock()
+	pr.rentry = c0
+	defer func() {
+		// A move of the lead (lead.go) leaves the new lead locked too.
+		c0.rmu.Unlock()
+		if pr.rl != c0 {
+			pr.rl.rmu.Unlock()
+		}
+	}()
 
 	// Small messages are latency-bound: poll for them. A large one is
 	// worth the poller's wake-up, and polling would take the CPU from
 	// the copies that move it.
-	h, n, err := c0.readHeader(peer, len(p) <= eagerMax)
+	pr.rext = pr.rext[:0]
+	pr.rpre = 0
+	h, n, early, err := pr.leadHeader(ctx, len(p) <= eagerMax, fp, p)
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
 	}
@@ -689,17 +755,17 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 			// A repair of a message already received whole: its
 			// stripes came after all; the path it replaces is out
 			// of use.
-			err = pr.staleRepair(c0, &h)
+			err = pr.staleRepair(ctx, &h)
 		}
 		if err == nil {
-			h, _, err = c0.readHeader(peer, false)
+			h, _, early, err = pr.leadHeader(ctx, false, fp, p)
 		}
 	}
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, true, "receive")
 	}
 	if h.Type == wire.FrameAbort {
-		return pr.fail(t.checkLost(peer, c0.abortError(peer, &h)))
+		return pr.fail(t.checkLost(peer, pr.rl.abortError(peer, &h)))
 	}
 	if h.Type != wire.FrameData {
 		// A lead frame (wire.FrameLead) arrives only on another
@@ -718,17 +784,51 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	}
 	buf := p[:h.Total]
 	var parts []*conn
+	inline := -1 // a stripe on the lead stream after the first (lead.go)
+	if pr.rpre != 0 && (h.Len == h.Total || h.Fingerprint != *fp) {
+		return t.ioFailed(ctx, pr, fmt.Errorf("rank %d sent a stripe of %v before a message %v that has none: %w", peer, *fp, h.Fingerprint, errProtocol), true, "receive")
+	}
 	if h.Len < h.Total || h.Paths != 0 {
+		// The first stripe travelled on the lead of when it was
+		// written: an old lead, for a header sent again by a move.
+		first := pr.rl
+		if early && pr.rlOld != nil {
+			first = pr.rlOld
+		}
 		if h.Len == h.Total {
 			err = fmt.Errorf("rank %d sent a whole message naming other paths %#x: %w", peer, h.Paths, errProtocol)
 		} else {
-			parts, err = pr.stripedParts(h.Paths)
+			parts, err = pr.stripedParts(h.Paths, first.pos)
 			if err == nil && len(parts) == 0 {
 				err = fmt.Errorf("rank %d sent %d bytes of a %d-byte message with no other stripes: %w", peer, h.Len, h.Total, errProtocol)
 			}
 		}
 		if err != nil {
 			return t.ioFailed(ctx, pr, err, true, "receive")
+		}
+		if pr.rpre != 0 {
+			// Stripes read before the header (lead.go).
+			err = pr.checkPre(&h, parts)
+			if err != nil {
+				return t.ioFailed(ctx, pr, err, true, "receive")
+			}
+			k := 0
+			for _, c := range parts {
+				if pr.rpre&(1<<c.pos) == 0 {
+					parts[k] = c
+					k++
+				}
+			}
+			parts = parts[:k]
+		}
+		for i, c := range parts {
+			if c.pos == pr.rl.pos {
+				// (Not one read before the header: that one came
+				// before the lead frame.)
+				inline = c.pos
+				parts = append(parts[:i], parts[i+1:]...)
+				break
+			}
 		}
 		pr.recv.arm(len(pr.conns))
 	}
@@ -739,15 +839,18 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	watch := pr.multi && len(parts) > 0
 	if watch {
 		pr.rwait.Store(int32(len(parts)))
-		defer pr.recv.restore(0)
+		defer pr.recv.restoreLead()
 	}
 	dispatched := 0
 dispatch:
 	for _, c := range parts {
+		rc := pr.rview[c.pos]
+		rc.rjob.Store(true) // no move of the lead onto it meanwhile (lead.go)
 		select {
-		case pr.recvW[c.pos-1].jobs <- job{c: pr.rview[c.pos], recv: true, watch: watch, fp: h.Fingerprint, total: h.Total, buf: buf}:
+		case pr.recvW[c.pos].jobs <- job{c: rc, recv: true, watch: watch, fp: h.Fingerprint, total: h.Total, buf: buf}:
 			dispatched++
 		case <-t.ctx.Done():
+			rc.rjob.Store(false)
 			if watch {
 				pr.rwait.Add(-int32(len(parts) - dispatched))
 			}
@@ -757,17 +860,17 @@ dispatch:
 	moved := int64(n)
 	if err == nil {
 		var m int
-		if watch {
-			// The workers' wake-up for the watch may come meanwhile.
-			m, err = pr.readWoken(ctx, c0, buf[:h.Len])
-		} else {
-			m, err = io.ReadFull(c0, buf[:h.Len])
-		}
+		m, err = pr.readWoken(ctx, buf[:h.Len])
 		if err == nil {
 			err = checkCRC(peer, &h, buf[:h.Len])
 		}
 		moved += int64(m)
 		c0.path.received.Add(uint64(m))
+		if err == nil && inline >= 0 {
+			var m int64
+			m, err = pr.inlineStripe(ctx, &h, buf)
+			moved += m
+		}
 		if err != nil {
 			pr.recv.interrupt()
 		}
@@ -779,6 +882,8 @@ dispatch:
 		if err == nil && dispatched < len(parts) {
 			err = net.ErrClosed
 		}
+	} else if err == nil && (inline >= 0 || pr.rpre != 0) {
+		err = pr.checkCover(&h, 0)
 	}
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, true, "receive")

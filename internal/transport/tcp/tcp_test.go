@@ -870,6 +870,30 @@ func TestHostilePeers(t *testing.T) {
 		}
 	})
 
+	t.Run("lead frame where a message is due", func(t *testing.T) {
+		w2 := newWorld(t, 2, 1)
+		srv := w2.transport(1)
+		c, err := net.Dial("tcp", w2.addrs[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if rep, err := rawHandshake(c, 0, 1, 2, 1, nil); err != nil || rep.Status != wire.ReplyAccept {
+			t.Fatalf("handshake: %+v, %v", rep, err)
+		}
+		// A lead move names the connection it arrives on as the new
+		// lead stream: on the lead stream itself it is out of place.
+		h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1, Total: 1 << 62, Len: 8}
+		b := make([]byte, wire.FrameHeaderSize)
+		h.MarshalTo(b)
+		c.Write(append(b, make([]byte, 8)...))
+		fp := fpFor(1, 100)
+		err = srv.Recv(ctx, 0, &fp, make([]byte, 100))
+		if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "lead frame where a message was due") {
+			t.Fatalf("Recv of a lead frame: %v, want ErrPeerLost naming the lead frame", err)
+		}
+	})
+
 	// After all that, the legitimate pair still works.
 	runAll(t, []*Transport{server, good}, func(tr *Transport) error {
 		p := make([]byte, 1<<20)
@@ -900,16 +924,24 @@ func TestNoAllocs(t *testing.T) {
 		nsocks int
 		size   int
 		ctx    context.Context
+		paths  bool // two loopback paths: the first path's copy for a move (lead.go)
 	}{
-		{"small", 1, 64, context.Background()},
-		{"small with deadline", 1, 64, deadlineCtx},
-		{"striped", 4, 1 << 20, context.Background()},
-		{"striped with deadline", 4, 1 << 20, deadlineCtx},
+		{"small", 1, 64, context.Background(), false},
+		{"small with deadline", 1, 64, deadlineCtx, false},
+		{"striped", 4, 1 << 20, context.Background(), false},
+		{"striped with deadline", 4, 1 << 20, deadlineCtx, false},
+		{"small over two paths", 1, 64, deadlineCtx, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t, 2, tt.nsocks)
-			a, b := w.transport(0), w.transport(1)
+			var a, b *Transport
+			if tt.paths {
+				trs, _ := multiPathWorld(t, 2, tt.nsocks, "127.0.0.1:%d", "127.0.0.2:%d")
+				a, b = trs[0], trs[1]
+			} else {
+				w := newWorld(t, 2, tt.nsocks)
+				a, b = w.transport(0), w.transport(1)
+			}
 			stop := startEcho(t, b, tt.ctx, tt.size)
 			defer stop()
 			p := make([]byte, tt.size)

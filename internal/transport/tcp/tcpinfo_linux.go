@@ -85,3 +85,24 @@ func sendState(nc net.Conn) (unacked, blocked bool, ackAge time.Duration, ok boo
 	return info.Unacked > 0 || info.Notsent_bytes > 0, info.Unacked > 0 || info.Snd_wnd > 0,
 		time.Duration(info.Last_ack_recv) * time.Millisecond, true
 }
+
+// streamCounts returns how many bytes have been written on a TCP
+// connection (sent once, or still unsent) and how many of them the peer's
+// host acknowledged, both counted from the connection's start.
+func streamCounts(nc net.Conn) (written, acked uint64, ok bool) {
+	info := getTCPInfo(nc)
+	if info == nil {
+		return 0, 0, false
+	}
+	return info.Bytes_sent - info.Bytes_retrans + uint64(info.Notsent_bytes), info.Bytes_acked, true
+}
+
+// timeouts returns how many retransmission timeouts in a row the oldest
+// unacknowledged segment of a TCP connection has met (0 while acks come).
+func timeouts(nc net.Conn) int {
+	info := getTCPInfo(nc)
+	if info == nil {
+		return 0
+	}
+	return int(info.Retransmits)
+}

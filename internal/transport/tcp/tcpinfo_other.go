@@ -21,3 +21,7 @@ func setUserTimeout(*net.TCPConn, time.Duration) {}
 func sendState(net.Conn) (unacked, blocked bool, ackAge time.Duration, ok bool) {
 	return false, false, 0, false
 }
+
+func streamCounts(net.Conn) (written, acked uint64, ok bool) { return 0, 0, false }
+
+func timeouts(net.Conn) int { return 0 }

@@ -1,0 +1,755 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// Moving a pair's lead stream off a path that stopped.
+//
+// Each direction of a pair has a lead stream: the connection carrying its
+// small messages and the first stripe of its large ones (connection 0, the
+// first path's, at first). A stripe path that stops is repaired over the
+// lead (failover.go); when the lead's own path stops, the lead moves, on
+// pairs with several paths of one connection each whose kernel tells
+// acknowledgements (Linux):
+//
+//   - The sender keeps a copy of the small frames it wrote on the lead that
+//     may be unacknowledged (replay.go), and a striped Send waits for the
+//     peer's host to acknowledge the whole lead part, as it does the other
+//     stripes, so nothing written on the lead is lost with the path; and
+//     it dispatches its other stripes only once the small frames before
+//     it on the lead are acknowledged, so that a stripe on another path
+//     never waits, in front of a lead frame, for a header behind a lost
+//     small message.
+//   - A watch per pair checks the lead every StallAfter/8. Data in flight
+//     with no acknowledgement for StallAfter (as the watch saw it, or
+//     two retransmission timeouts in a row of the oldest segment and no
+//     acknowledgement for half of StallAfter) stops the path: the lead moves
+//     to the first connection of another path in use, with a lead frame
+//     (wire.FrameLead) naming the old path and carrying the resume offset
+//     (what the peer's host acknowledged on the old lead) and the bytes
+//     written since. The old path is retired and dialed again (redial.go),
+//     and comes back as a stripe path. A stripe planned on the new lead's
+//     connection, of a message whose first stripe went on the old lead,
+//     travels on the new lead stream right after that first stripe.
+//   - The receiver's watch looks, without reading, at the front of the
+//     other paths' first connections between stripes; a lead frame there
+//     wakes the receive waiting on the lead, which joins the streams (see
+//     resume): it reads the old lead as far as the resume offset (what was
+//     acknowledged is in its socket), skips the bytes of the replay it
+//     already had, and goes on reading the new connection. A message whose
+//     header was written while the old lead led has its first stripe on the
+//     old lead's connection; others on the new one. A stripe can come before
+//     its header, which may be lost with the lead's path, and a lead frame
+//     wait behind it: so while a receive waits for a header, a stripe of the
+//     message it expects (its fingerprint, within its buffer) at the front
+//     of another path's first connection is read at once (preRead), and
+//     the header, when it comes, must name it.
+//
+// With every path stopped nothing moves: the pair waits for a path or for
+// DeadAfter, which fails it as before. A lead that stops again before its
+// replay was acknowledged, or during a Send that also repaired a stripe on
+// it, is not moved either (see Left in the notes of issue 15).
+
+// errLeadMoved is a receive worker's answer when it found the lead frame
+// of a move where it expected a stripe.
+var errLeadMoved = errors.New("tcp: the lead stream moved onto this connection")
+
+// errNoMove reports that the lead could not be moved.
+var errNoMove = errors.New("tcp: no other path to move the lead stream to")
+
+// setupLead prepares the lead streams of pr once its connections are up.
+func (pr *peer) setupLead() {
+	pr.sl, pr.rl = pr.conns[0], pr.conns[0]
+	if !pr.failover || pr.t.nsocks != 1 {
+		return
+	}
+	for _, c := range pr.conns {
+		if !pr.setKbase(c) {
+			return
+		}
+	}
+	pr.leadOK = true
+	pr.llog = newLeadLog(leadLogSize)
+	pr.t.spawn(pr.watchLead)
+}
+
+// setKbase notes where c's stream starts in the kernel's counts, before
+// anything is written on it. Linux counts the SYN in the dialer's
+// bytes_acked (not in its bytes_sent), and the dialer is the pair's lower
+// rank.
+func (pr *peer) setKbase(c *conn) bool {
+	w, _, ok := streamCounts(c.nc)
+	if !ok {
+		return false
+	}
+	c.kbase = w - c.wrote
+	if pr.rank > pr.t.rank {
+		c.kbase++
+	}
+	return true
+}
+
+// ackedAt returns the stream offset up to which the peer's host
+// acknowledged c's bytes.
+func (pr *peer) ackedAt(c *conn) (uint64, bool) {
+	_, acked, ok := streamCounts(c.nc)
+	if !ok || acked < c.kbase {
+		return 0, false
+	}
+	if h := pr.t.testAcked; h != nil {
+		return h(c, acked-c.kbase), true
+	}
+	return acked - c.kbase, true
+}
+
+// watchLead checks the pair's lead streams until the pair fails or the
+// transport closes.
+func (pr *peer) watchLead() {
+	t := pr.t
+	every := max(t.stallAfter/8, time.Millisecond)
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	var stuck time.Time // since when the send lead holds data it does not take
+	var lastAcked uint64
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-pr.failed:
+			return
+		case <-timer.C:
+		}
+		timer.Reset(every)
+		now := time.Now()
+		pr.mu.Lock()
+		sl := pr.sl
+		pr.mu.Unlock()
+		unacked, blocked, ackAge, ok := sendState(sl.nc)
+		acked, _ := pr.ackedAt(sl)
+		if ok && unacked && blocked && ackAge >= t.stallAfter/2 && timeouts(sl.nc) >= 2 && stuck.IsZero() {
+			// Two retransmission timeouts in a row (at least 600 ms
+			// of a segment unacknowledged) and no acknowledgement for
+			// half the bound: the bound is counted from when the data
+			// went out, not from when this watch first saw it.
+			stuck = now.Add(-t.stallAfter)
+		}
+		if h := t.testStall; h != nil && h(sl) {
+			unacked, blocked, ok, stuck = true, true, true, now.Add(-t.stallAfter)
+			lastAcked = acked
+		}
+		switch {
+		case !ok || !unacked || !blocked || acked != lastAcked:
+			stuck = time.Time{}
+		case stuck.IsZero():
+			stuck = now
+		case now.Sub(stuck) >= t.stallAfter && pr.canMove(sl):
+			pr.sstalled.Store(true)
+			if pr.smu.TryLock() {
+				if pr.sstalled.Load() && pr.sl == sl {
+					_ = pr.moveLead(fmt.Sprintf("no acknowledgement for %v", now.Sub(stuck).Round(time.Millisecond)))
+				}
+				pr.smu.Unlock()
+			} else {
+				// A Send holds the lead: interrupt its write; it moves
+				// the lead itself.
+				sl.nc.SetWriteDeadline(aLongTimeAgo)
+			}
+			stuck = time.Time{}
+		}
+		lastAcked = acked
+		switch lead, stripe := pr.findLeadFrame(); {
+		case lead:
+			pr.rmove.Store(true)
+			pr.recv.pokeLead()
+		case stripe && pr.rhdrWait.Load():
+			// A stripe came before its header, which may be lost with
+			// the lead's path: the receive reads it now, so that a lead
+			// frame behind it can be seen.
+			pr.rstripe.Store(true)
+			pr.recv.pokeLead()
+		}
+	}
+}
+
+// canMove reports whether a path other than lead's is in use.
+func (pr *peer) canMove(lead *conn) bool {
+	for _, p := range pr.paths {
+		if p != lead.path && !p.retired.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// candidates calls f with the first connection of every path other than
+// the receive lead's, as the receive direction uses it, until f reports
+// true.
+func (pr *peer) candidates(f func(c *conn) bool) bool {
+	pr.mu.Lock()
+	rl := pr.rl
+	var cs [MaxPaths]*conn
+	n := 0
+	for _, p := range pr.paths {
+		if c := pr.rview[p.conns[0].pos]; p != rl.path && c != pr.rlOld {
+			cs[n] = c
+			n++
+		}
+	}
+	pr.mu.Unlock()
+	for _, c := range cs[:n] {
+		if f(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// findLeadFrame reports whether a lead frame waits at the front of another
+// path's first connection (one whose reader is between frames), and
+// whether a stripe does.
+func (pr *peer) findLeadFrame() (lead, stripe bool) {
+	lead = pr.candidates(func(c *conn) bool {
+		if !c.rmu.TryLock() {
+			return false
+		}
+		defer c.rmu.Unlock()
+		h, _, ok := c.peekFront()
+		stripe = stripe || ok && h.Type == wire.FrameStripe && h.Paths == 0
+		return ok && h.Type == wire.FrameLead
+	})
+	return lead, stripe
+}
+
+// preRead reads into p, before the header of the message the receive
+// waits for, the stripes of that message (fingerprint fp) waiting at the
+// front of the other paths' first connections: their header may have
+// been lost with the lead's path, and a lead frame may wait behind them.
+// The caller holds the receive gate and the lead's rmu.
+func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte) error {
+	if fp == nil {
+		return nil
+	}
+	var err error
+	pr.candidates(func(c *conn) bool {
+		if pr.rpre&(1<<c.pos) != 0 {
+			return false
+		}
+		c.rmu.Lock()
+		defer c.rmu.Unlock()
+		h, pings, ok := c.peekFront()
+		if !ok || h.Type != wire.FrameStripe || h.Paths != 0 || h.Fingerprint != *fp || h.Offset+h.Len > uint64(len(p)) {
+			return false
+		}
+		pr.recv.arm(len(pr.conns))
+		for range pings + 1 {
+			if _, err = io.ReadFull(c, c.rhdr[:]); err != nil {
+				return true
+			}
+		}
+		part := p[h.Offset : h.Offset+h.Len]
+		if _, err = io.ReadFull(c, part); err == nil {
+			err = checkCRC(pr.rank, &h, part)
+		}
+		if err != nil {
+			return true
+		}
+		c.path.received.Add(h.Len)
+		pr.rpre |= 1 << c.pos
+		pr.rext = append(pr.rext, extent{off: h.Offset, len: h.Len, pos: c.pos, ok: true})
+		return false
+	})
+	return err
+}
+
+// checkPre checks the stripes read before the header h of their message:
+// on connections its stripes travel on (parts), within the message.
+func (pr *peer) checkPre(h *wire.FrameHeader, parts []*conn) error {
+	var on uint16
+	for _, c := range parts {
+		on |= 1 << c.pos
+	}
+	if pr.rpre&^on != 0 {
+		return fmt.Errorf("rank %d sent a stripe of %v on a connection its first stripe does not name: %w", pr.rank, h.Fingerprint, errProtocol)
+	}
+	for _, e := range pr.rext {
+		if e.off+e.len > h.Total {
+			return fmt.Errorf("rank %d sent a stripe at %d of %d bytes of a %d-byte message: %w", pr.rank, e.off, e.len, h.Total, errProtocol)
+		}
+	}
+	return nil
+}
+
+// peekFront decodes the first frame header other than a ping at the front
+// of c's stream without taking it, if it is all there and c's reader is
+// between frames, and says how many pings come before it. The caller
+// holds rmu.
+func (c *conn) peekFront() (h wire.FrameHeader, pings int, ok bool) {
+	if c.peeked && !c.rjob.Load() {
+		return c.peek, 0, c.peek.Type != wire.FramePing
+	}
+	if c.rhn != 0 || c.draining || c.prev != nil || c.rjob.Load() {
+		return h, 0, false
+	}
+	var b [8 * wire.FrameHeaderSize]byte
+	n := copy(b[:], c.ahead[c.aoff:c.aend])
+	if n == 0 {
+		n = peekBytes(c.nc, b[:])
+	}
+	for at := 0; at+wire.FrameHeaderSize <= n; at += wire.FrameHeaderSize {
+		if h.Unmarshal(b[at:]) != nil {
+			return h, 0, false
+		}
+		if h.Type != wire.FramePing {
+			return h, pings, true
+		}
+		pings++
+	}
+	return h, 0, false
+}
+
+// leadRoom makes room in the replay copy for a frame of n bytes on the
+// send lead: it drops what the peer's host acknowledged and, if that is
+// not enough, waits for more acknowledgements. The caller holds smu.
+func (pr *peer) leadRoom(ctx context.Context, n int) error {
+	backoff := 20 * time.Microsecond
+	for !pr.llog.fits(n) {
+		// Rare: a ring's worth of small frames since the last look.
+		if a, ok := pr.ackedAt(pr.sl); ok {
+			pr.llog.trim(a)
+			if pr.llog.fits(n) {
+				return nil
+			}
+		}
+		if err := pr.leadStalled("send"); err != nil {
+			return err
+		}
+		if err := pr.t.callErr(ctx, pr, nil); err != nil {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Millisecond)
+	}
+	return nil
+}
+
+// leadQuiet waits until the peer's host acknowledged everything the
+// replay copy holds, moving the lead if it stalls meanwhile. The caller
+// holds smu.
+func (pr *peer) leadQuiet(ctx context.Context) error {
+	backoff := 5 * time.Microsecond
+	for {
+		if h := pr.t.testLeadAt; h != nil {
+			h("quiet")
+		}
+		if a, ok := pr.ackedAt(pr.sl); ok {
+			pr.llog.trim(a)
+		} else {
+			return nil
+		}
+		if pr.llog.held() == 0 {
+			return nil
+		}
+		if err := pr.leadStalled("send"); err != nil {
+			return err
+		}
+		if err := pr.t.callErr(ctx, pr, nil); err != nil {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Millisecond)
+	}
+}
+
+// leadStalled moves the send lead if the watch found it stalled. The caller
+// holds smu.
+func (pr *peer) leadStalled(during string) error {
+	if !pr.sstalled.Load() {
+		return nil
+	}
+	if err := pr.moveLead("no acknowledgement during a " + during); err != nil && err != errNoMove {
+		return err
+	}
+	return nil
+}
+
+// awaitLead waits until the peer's host acknowledged everything written on
+// the send lead, moving the lead if it stalls, then empties the replay
+// copy there. The caller holds smu.
+func (pr *peer) awaitLead(ctx context.Context) error {
+	backoff := 20 * time.Microsecond
+	for {
+		if h := pr.t.testLeadAt; h != nil {
+			h("await")
+		}
+		a, ok := pr.ackedAt(pr.sl)
+		if !ok {
+			return nil
+		}
+		if a >= pr.sl.wroteAt() {
+			pr.seg = leadSeg{}
+			pr.llog.reset(a)
+			return nil
+		}
+		if err := pr.leadStalled("send"); err != nil {
+			return err
+		}
+		if err := pr.t.callErr(ctx, pr, nil); err != nil {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Millisecond)
+	}
+}
+
+func (c *conn) wroteAt() uint64 {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.wrote
+}
+
+// leadSeg is a frame of the current Send written on the send lead without
+// a copy (too large for the ring): its header and payload, from stream
+// offset at.
+type leadSeg struct {
+	on    bool
+	extra bool // another large frame followed on the lead: no move
+	at    uint64
+	hdr   [wire.FrameHeaderSize]byte
+	part  []byte
+}
+
+// moveLead moves the send lead to another path, sending again what the
+// peer's host did not acknowledge. The caller holds smu (or the send gate
+// with smu). It returns errNoMove, leaving the lead, when it cannot.
+func (pr *peer) moveLead(why string) error {
+	t := pr.t
+	old := pr.sl
+	var next *conn
+	for _, p := range pr.paths {
+		if p != old.path && !p.retired.Load() {
+			next = pr.sview[p.conns[0].pos]
+			break
+		}
+	}
+	if next == nil {
+		return errNoMove
+	}
+	acked, ok := pr.ackedAt(old)
+	if !ok {
+		return errNoMove
+	}
+	// The bytes from acked on: the copy, then the current Send's frame.
+	bufs := pr.moveBufs[:0]
+	end := pr.llog.end
+	if acked < end || !pr.seg.on {
+		a, b, err := pr.llog.from(min(acked, end))
+		if err != nil {
+			t.log.Warn("tcp: first path stopped; the lead stream cannot move", "peer", pr.rank, "path", old.path.idx, "err", err)
+			return errNoMove
+		}
+		bufs = append(bufs, a, b)
+	}
+	if pr.seg.on {
+		if pr.seg.at != end || pr.seg.extra {
+			return errNoMove
+		}
+		frame := [2][]byte{pr.seg.hdr[:], pr.seg.part}
+		at := pr.seg.at
+		for _, b := range frame {
+			if acked >= at+uint64(len(b)) {
+				at += uint64(len(b))
+				continue
+			}
+			from := uint64(0)
+			if acked > at {
+				from = acked - at
+			}
+			bufs = append(bufs, b[from:])
+			at += uint64(len(b))
+		}
+	}
+	var n uint64
+	for _, b := range bufs {
+		n += uint64(len(b))
+	}
+	h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1 << old.path.idx, Total: acked, Len: n}
+	old.retireWrite()
+	old.path.retired.Store(true)
+	t.log.Warn("tcp: first path stopped; the lead stream moves to another path and the stopped one is retired",
+		"peer", pr.rank, "path", old.path.idx, "local", old.path.local, "remote", old.path.remote,
+		"to", next.path.idx, "why", why, "resend", n)
+	for _, c := range old.path.conns {
+		pr.sview[c.pos].retireWrite()
+	}
+	pr.mu.Lock()
+	used := pr.sgen[old.path.idx]
+	pr.mu.Unlock()
+	if _, err := next.writeBufs(&h, bufs); err != nil {
+		pr.moveBufs = bufs[:0]
+		return err
+	}
+	pr.moveBufs = bufs[:0]
+	pr.mu.Lock()
+	pr.sl = next
+	pr.mu.Unlock()
+	pr.send.setLead(next)
+	pr.seg = leadSeg{}
+	pr.llog.reset(next.wroteAt())
+	pr.sstalled.Store(false)
+	pr.redial(old.path, used)
+	return nil
+}
+
+// writeBufs writes a frame whose payload is the concatenation of bufs.
+func (c *conn) writeBufs(h *wire.FrameHeader, bufs [][]byte) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.wbroken || c.wclosed {
+		return 0, net.ErrClosed
+	}
+	h.MarshalTo(c.whdr[:])
+	wb := make(net.Buffers, 0, len(bufs)+1) // a move is rare: allocating is fine
+	wb = append(wb, c.whdr[:])
+	for _, b := range bufs {
+		if len(b) > 0 {
+			wb = append(wb, b)
+		}
+	}
+	n, err := wb.WriteTo(c.nc)
+	c.wrote += uint64(n)
+	if err != nil && n > 0 {
+		c.wbroken = true
+	}
+	return n, err
+}
+
+// woken handles an interrupted read of the receive lead: a wake-up (a
+// worker's, or the watch's for a lead frame) rather than a failure. It
+// reports whether the read should go on, and moves the lead if a lead
+// frame waits. The caller holds the receive gate and the lead's rmu.
+func (pr *peer) woken(ctx context.Context, err error) (bool, error) {
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || pr.t.callErr(ctx, pr, err) != nil {
+		return false, nil
+	}
+	pr.recv.restoreLead()
+	if pr.rmove.Swap(false) {
+		return true, pr.joinLead()
+	}
+	return true, nil
+}
+
+// joinLead moves the receive lead to the connection where a lead frame
+// waits, if one does: the new lead reads the rest of the old stream, then
+// the replay less what was read twice, then its own stream. The caller
+// holds the receive gate and the old lead's rmu; the new lead's rmu stays
+// held until the receive ends (see Recv).
+func (pr *peer) joinLead() error {
+	old := pr.rl
+	var err error
+	pr.candidates(func(c *conn) bool {
+		c.rmu.Lock()
+		h, pings, ok := c.peekFront()
+		if !ok || h.Type != wire.FrameLead {
+			c.rmu.Unlock()
+			return false
+		}
+		if c.peeked {
+			c.peeked = false
+		} else {
+			for range pings + 1 { // the pings before it (ping.go), then it
+				if _, rerr := io.ReadFull(c, c.rhdr[:]); rerr != nil {
+					c.rmu.Unlock()
+					err = rerr
+					return true
+				}
+			}
+		}
+		switch {
+		case h.Paths != 1<<old.path.idx:
+			err = fmt.Errorf("rank %d moved the lead stream off paths %#x; it is on path %d: %w", pr.rank, h.Paths, old.path.idx, errProtocol)
+		case h.Flags != 0:
+			err = fmt.Errorf("rank %d sent a lead frame with flags %#x: %w", pr.rank, h.Flags, errProtocol)
+		}
+		var held uint64
+		if err == nil {
+			q, ok := queuedBytes(old.nc)
+			if !ok {
+				err = fmt.Errorf("tcp: cannot tell what the old lead stream from rank %d holds", pr.rank)
+			}
+			held = uint64(q) + uint64(old.aend-old.aoff)
+		}
+		var take, skip uint64
+		if err == nil {
+			take, skip, err = resume(old.rread, held, h.Total, h.Len)
+		}
+		if err != nil {
+			c.rmu.Unlock()
+			return true
+		}
+		c.prev, c.prevLeft, c.skip, c.replayLeft = old, take, skip, h.Len-skip
+		if take == 0 && skip == 0 && h.Len == 0 {
+			c.prev = nil
+		}
+		// A header begun on the old stream is finished on the new.
+		c.rhdr, c.rhn = old.rhdr, old.rhn
+		c.peek, c.peeked = old.peek, old.peeked
+		old.rhn, old.peeked = 0, false
+		if old != pr.rentry {
+			// A second move in one receive: the middle lead is
+			// read only through c now.
+			old.rmu.Unlock()
+		}
+		pr.mu.Lock()
+		pr.rl, pr.rlOld = c, old
+		pr.mu.Unlock()
+		pr.recv.setLead(c)
+		pr.t.log.Warn("tcp: peer moved the lead stream off a stopped path",
+			"peer", pr.rank, "path", old.path.idx, "local", old.path.local, "remote", old.path.remote, "to", c.path.idx)
+		return true
+	})
+	return err
+}
+
+// leadWrite writes a frame on the send lead, keeping what a move of the
+// lead would need: a small frame's copy, or a large one as the Send's
+// frame (which the Send then waits to see acknowledged). A write the watch
+// interrupted because the lead stalled moves the lead, and the frame goes
+// with the move. The caller holds smu when the pair moves its lead.
+func (pr *peer) leadWrite(ctx context.Context, h *wire.FrameHeader, part []byte) (int64, error) {
+	c := pr.sl
+	if !pr.leadOK {
+		return c.write(h, part)
+	}
+	if size := wire.FrameHeaderSize + len(part); size <= leadCopyMax && !pr.seg.on {
+		if err := pr.leadRoom(ctx, size); err != nil {
+			return 0, err
+		}
+		c = pr.sl // leadRoom may have moved it
+		c.log = pr.llog
+	} else if !pr.seg.on {
+		pr.seg = leadSeg{on: true, at: pr.llog.end, part: part}
+		c.seghdr = &pr.seg.hdr
+	} else {
+		// A second large frame in one Send (a repair): the lead can
+		// no longer move within this Send.
+		pr.seg.extra = true
+	}
+	var n int64
+	var err error
+	if lost := pr.t.testLost; lost != nil && lost(c) {
+		n = c.lose(h, part)
+	} else {
+		n, err = c.write(h, part)
+	}
+	c.log, c.seghdr = nil, nil
+	return n, pr.leadFailed(ctx, err)
+}
+
+// lose is write for a frame lost on the way (testLost): the copies are
+// kept and the stream counted, but nothing goes on the socket.
+func (c *conn) lose(h *wire.FrameHeader, part []byte) int64 {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	h.MarshalTo(c.whdr[:])
+	if c.log != nil {
+		c.log.add(c.whdr[:])
+		c.log.add(part)
+	}
+	if c.seghdr != nil {
+		*c.seghdr = c.whdr
+	}
+	n := int64(len(c.whdr) + len(part))
+	c.wrote += uint64(n)
+	return n
+}
+
+// leadFailed turns the failure of a write on the send lead into its move,
+// when the watch found the lead stalled and interrupted the write; the
+// frame is in what the move sends again.
+func (pr *peer) leadFailed(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || pr.t.callErr(ctx, pr, err) != nil || !pr.sstalled.Load() {
+		return err
+	}
+	if merr := pr.moveLead("no acknowledgement during a send"); merr != nil {
+		return err
+	}
+	pr.send.arm(len(pr.conns))
+	return nil
+}
+
+// leadHeader reads the next frame header on the receive lead, going on
+// after wake-ups and moving the lead when a lead frame waits. early
+// reports that the header was written while an older lead led (it came
+// from the old stream or the replay). poll asks for a polled read.
+func (pr *peer) leadHeader(ctx context.Context, poll bool, fp *wire.Fingerprint, p []byte) (h wire.FrameHeader, n int, early bool, err error) {
+	c := pr.rl
+	early = c.inReplay()
+	pr.rhdrWait.Store(pr.leadOK)
+	defer pr.rhdrWait.Store(false)
+	for {
+		var m int
+		h, m, err = c.readHeader(pr.rank, poll)
+		n += m
+		again, jerr := pr.woken(ctx, err)
+		if !again {
+			return h, n, early, err
+		}
+		if jerr == nil && pr.rstripe.Swap(false) && n == 0 && c.rhn == 0 && pr.rl == c {
+			jerr = pr.preRead(ctx, fp, p)
+		}
+		if jerr != nil {
+			return h, n, early, jerr
+		}
+		if pr.rl != c {
+			c = pr.rl
+			early = early || n > 0 || c.rhn > 0 || c.peeked || c.inReplay()
+		}
+	}
+}
+
+// inlineStripe reads, from the receive lead, the stripe the sender put on
+// it after the first stripe because its connection became the lead (see
+// the top of this file), into buf.
+func (pr *peer) inlineStripe(ctx context.Context, h *wire.FrameHeader, buf []byte) (int64, error) {
+	var sh wire.FrameHeader
+	var n int
+	var err error
+	for {
+		var m int
+		sh, m, err = pr.rl.readHeader(pr.rank, false)
+		n += m
+		again, jerr := pr.woken(ctx, err)
+		if !again {
+			break
+		}
+		if jerr != nil {
+			return int64(n), jerr
+		}
+	}
+	if err != nil {
+		return int64(n), err
+	}
+	if sh.Type != wire.FrameStripe || sh.Fingerprint != h.Fingerprint || sh.Paths != 0 || sh.Offset+sh.Len > h.Total {
+		return int64(n), fmt.Errorf("rank %d sent a %s frame of %d bytes at %d as the stripe after a moved first stripe of a %d-byte message: %w",
+			pr.rank, sh.Type, sh.Len, sh.Offset, h.Total, errProtocol)
+	}
+	part := buf[sh.Offset : sh.Offset+sh.Len]
+	m, err := pr.readWoken(ctx, part)
+	n += m
+	if err == nil {
+		err = checkCRC(pr.rank, &sh, part)
+	}
+	if err == nil {
+		pr.rext = append(pr.rext, extent{off: sh.Offset, len: sh.Len, pos: pr.rl.pos, repair: true, ok: true})
+	}
+	return int64(n), err
+}
