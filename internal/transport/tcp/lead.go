@@ -57,7 +57,7 @@ import (
 // With every path stopped nothing moves: the pair waits for a path or for
 // DeadAfter, which fails it as before. A lead that stops again before its
 // replay was acknowledged, or during a Send that also repaired a stripe on
-// it, is not moved either (see Left in the notes of issue 15).
+// it, is not moved either: those cases wait for DeadAfter too.
 
 // errLeadMoved is a receive worker's answer when it found the lead frame
 // of a move where it expected a stripe.
