@@ -26,7 +26,10 @@ const topoUsage = `usage: hcomm topo [-file FILE] [-sysfs DIR] [-inter GBIT]
 share, state, RTT and retransmits of each path to each peer), asked
 through the job's store (tcp://host:port or file:///dir; the token is
 HCOMM_TOKEN's): each process answers with the state it publishes on a
-dump request.
+dump request. The ranks are those with an address card in the store;
+each rank gets the whole 10 s to answer, and ranks that do not (or that
+could not be listed in time) are printed as such and make the command
+fail.
 
 Prints the topology a job sees: hosts, NUMA nodes, CPUs, NICs, ranks, the
 ring order and the hierarchy the topology-aware algorithms use.
