@@ -45,8 +45,10 @@ const (
 	// there on, sent again; the lead stream goes on after them on this
 	// connection. The receiver takes the old stream up to what it has
 	// read (or still holds) and the replay from there, so bytes it read
-	// twice are skipped. Carries no fingerprint; FlagCRC32C may cover the
-	// payload.
+	// twice are skipped. Carries no fingerprint and no flags: no checksum
+	// of its own, as its payload is stream bytes that the receiver reads as
+	// frames, whose payloads carry their checksums when the sender sends
+	// them (with FlagCRC32C), checked once the frames are read whole.
 	FrameLead FrameType = 5
 )
 
@@ -97,8 +99,8 @@ const MaxAbortReason = 1024
 //	[24:48] Fingerprint (data and stripe frames; zero in abort frames)
 type FrameHeader struct {
 	Type FrameType
-	// Flags is zero or, on a data frame, FlagCRC32C, on an abort frame,
-	// FlagLost.
+	// Flags is zero or, on a data or stripe frame, FlagCRC32C, on an
+	// abort frame, FlagLost.
 	Flags uint8
 	// Paths is, on the first stripe of a message striped over several
 	// network paths (Len < Total), the set of paths whose connections carry
@@ -141,7 +143,7 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 	h.Fingerprint.MarshalTo(b[24:])
 }
 
-// FlagCRC32C marks a data, stripe or lead frame whose Checksum is the CRC32C of its payload.
+// FlagCRC32C marks a data or stripe frame whose Checksum is the CRC32C of its payload.
 const FlagCRC32C uint8 = 1
 
 // FlagLost marks an abort frame whose root cause is the loss of the rank
@@ -171,14 +173,14 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	if d.Type == FrameStripe {
 		d.Offset, d.Total = d.Total, 0
 	}
-	isData := d.Type == FrameData || d.Type == FrameStripe || d.Type == FrameLead
+	isData := d.Type == FrameData || d.Type == FrameStripe
 	switch {
 	case isData && d.Flags&^FlagCRC32C != 0,
 		d.Type == FrameAbort && d.Flags&^FlagLost != 0,
 		!isData && d.Type != FrameAbort && d.Flags != 0:
 		return fmt.Errorf("wire: unsupported frame flags %#x: %w", d.Flags, ErrMalformed)
 	}
-	if !isData && d.Type != FrameRejoin && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
+	if !isData && d.Type != FrameRejoin && d.Type != FrameLead && d.Paths != 0 || d.Flags&FlagCRC32C == 0 && d.Checksum != 0 {
 		return fmt.Errorf("wire: frame header reserved fields are not zero: %w", ErrMalformed)
 	}
 	switch d.Type {

@@ -37,8 +37,8 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		if h.Type == FrameStripe && (h.Offset+h.Len < h.Offset || h.Total != 0) {
 			t.Fatalf("accepted a stripe past 2^64 or with a total: %+v", h)
 		}
-		if h.Type == FrameLead && (h.Paths == 0 || h.Paths&(h.Paths-1) != 0 || h.Total+h.Len < h.Total || h.Fingerprint != (Fingerprint{})) {
-			t.Fatalf("accepted a lead frame leaving no or several paths, past 2^64 or with a fingerprint: %+v", h)
+		if h.Type == FrameLead && (h.Paths == 0 || h.Paths&(h.Paths-1) != 0 || h.Total+h.Len < h.Total || h.Fingerprint != (Fingerprint{}) || h.Flags != 0) {
+			t.Fatalf("accepted a lead frame leaving no or several paths, past 2^64, with a fingerprint or flags: %+v", h)
 		}
 		if h.Type == FrameAbort && h.Len > MaxAbortReason {
 			t.Fatalf("accepted an overlong abort reason: %+v", h)

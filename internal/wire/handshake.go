@@ -16,7 +16,8 @@ const HandshakeMagic = "HCOM"
 // first by their offset (FrameStripe), so a stripe can be resent on another
 // path; version 4 numbered the generations of a path's connections
 // (Handshake.Gen, FrameRejoin), so a retired path can be dialed again;
-// version 5 added the idle ping (FramePing).
+// version 5 added the idle ping (FramePing) and the lead frame
+// (FrameLead), which moves a pair's lead stream off a stopped path.
 const HandshakeVersion = 5
 
 // MaxGen is the highest generation of a path's connections
