@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -155,7 +156,12 @@ func (pr *peer) watchLead() {
 			pr.sstalled.Store(true)
 			if pr.smu.TryLock() {
 				if pr.sstalled.Load() && pr.sl == sl {
-					_ = pr.moveLead(fmt.Sprintf("no acknowledgement for %v", now.Sub(stuck).Round(time.Millisecond)))
+					// errNoMove leaves the lead where it is: the pair
+					// waits for a path to come back, or for DeadAfter.
+					// Any other error failed the pair.
+					if err := pr.moveLead(fmt.Sprintf("no acknowledgement for %v", now.Sub(stuck).Round(time.Millisecond))); err != nil && err != errNoMove {
+						pr.fail(err)
+					}
 				}
 				pr.smu.Unlock()
 			} else {
@@ -429,26 +435,21 @@ type leadSeg struct {
 
 // moveLead moves the send lead to another path, sending again what the
 // peer's host did not acknowledge. The caller holds smu (or the send gate
-// with smu). It returns errNoMove, leaving the lead, when it cannot.
+// with smu). It returns errNoMove, leaving the lead, when it cannot. A
+// path whose connection refuses the lead frame before a byte of it went
+// out is retired (and dialed again) and the next is tried; the old path
+// is retired only once the frame went out. A lead frame cut short fails
+// the pair: the peer may be joining a stream that never comes.
 func (pr *peer) moveLead(why string) error {
 	t := pr.t
 	old := pr.sl
-	var next *conn
-	for _, p := range pr.paths {
-		if p != old.path && !p.retired.Load() {
-			next = pr.sview[p.conns[0].pos]
-			break
-		}
-	}
-	if next == nil {
-		return errNoMove
-	}
 	acked, ok := pr.ackedAt(old)
 	if !ok {
 		return errNoMove
 	}
 	// The bytes from acked on: the copy, then the current Send's frame.
 	bufs := pr.moveBufs[:0]
+	defer func() { pr.moveBufs = bufs[:0] }()
 	end := pr.llog.end
 	if acked < end || !pr.seg.on {
 		a, b, err := pr.llog.from(min(acked, end))
@@ -481,7 +482,35 @@ func (pr *peer) moveLead(why string) error {
 	for _, b := range bufs {
 		n += uint64(len(b))
 	}
-	h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1 << old.path.idx, Total: acked, Len: n}
+	var next *conn
+	for {
+		next = nil
+		for _, p := range pr.paths {
+			if p != old.path && !p.retired.Load() {
+				next = pr.sview[p.conns[0].pos]
+				break
+			}
+		}
+		if next == nil {
+			return errNoMove
+		}
+		if hook := t.testMoveTo; hook != nil {
+			hook(next)
+		}
+		h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1 << old.path.idx, Total: acked, Len: n}
+		wn, err := next.writeBufs(&h, bufs)
+		if err == nil {
+			break
+		}
+		if wn > 0 {
+			return pr.fail(&errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+				"tcp: moving the lead stream off stopped path %d: the lead frame was cut after %d bytes on path %d: %w",
+				old.path.idx, wn, next.path.idx, err)})
+		}
+		// Nothing went out: the old lead still leads, and another
+		// path is tried.
+		pr.retire(next.path, "the lead stream could not move onto it", err)
+	}
 	old.retireWrite()
 	old.path.retired.Store(true)
 	t.log.Warn("tcp: first path stopped; the lead stream moves to another path and the stopped one is retired",
@@ -492,13 +521,6 @@ func (pr *peer) moveLead(why string) error {
 	}
 	pr.mu.Lock()
 	used := pr.sgen[old.path.idx]
-	pr.mu.Unlock()
-	if _, err := next.writeBufs(&h, bufs); err != nil {
-		pr.moveBufs = bufs[:0]
-		return err
-	}
-	pr.moveBufs = bufs[:0]
-	pr.mu.Lock()
 	pr.sl = next
 	pr.mu.Unlock()
 	pr.send.setLead(next)
@@ -573,11 +595,9 @@ func (pr *peer) joinLead() error {
 				}
 			}
 		}
-		switch {
-		case h.Paths != 1<<old.path.idx:
+		// (A lead frame has no flags: wire refuses them.)
+		if h.Paths != 1<<old.path.idx {
 			err = fmt.Errorf("rank %d moved the lead stream off paths %#x; it is on path %d: %w", pr.rank, h.Paths, old.path.idx, errProtocol)
-		case h.Flags != 0:
-			err = fmt.Errorf("rank %d sent a lead frame with flags %#x: %w", pr.rank, h.Flags, errProtocol)
 		}
 		var held uint64
 		if err == nil {

@@ -108,10 +108,19 @@ func (pr *peer) pingOnce(now time.Time) {
 			if c == lead || !c.rmu.TryLock() {
 				continue // a receive reads it, or the lead stream moved here (lead.go)
 			}
-			if !c.draining && !c.peeked && c.rhn == 0 && c.aoff == c.aend && c.prev == nil {
-				drainPings(c.nc)
-			}
+			c.drainPings()
 			c.rmu.Unlock()
 		}
+	}
+}
+
+// drainPings discards the whole ping frames at the head of c's stream that
+// no receive reads, if its reader is between frames, counting them as
+// read: the peer counts them as written, and a move of the lead stream
+// onto c and off it again resumes by that count (lead.go). The caller
+// holds rmu.
+func (c *conn) drainPings() {
+	if !c.draining && !c.peeked && c.rhn == 0 && c.aoff == c.aend && c.prev == nil {
+		c.rread += uint64(drainPings(c.nc))
 	}
 }

@@ -11,18 +11,20 @@ import (
 )
 
 // drainPings discards, without waiting, the whole ping frames at the head
-// of nc's receive buffer, stopping at anything else. The caller holds the
-// connection's rmu, at a frame boundary.
-func drainPings(nc net.Conn) {
+// of nc's receive buffer, stopping at anything else, and returns how many
+// bytes it took off the stream. The caller holds the connection's rmu, at
+// a frame boundary, and counts them as read (conn.rread).
+func drainPings(nc net.Conn) int {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return
+		return 0
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return
+		return 0
 	}
 	var b [wire.FrameHeaderSize]byte
+	took := 0
 	raw.Control(func(fd uintptr) {
 		for range 1 << 12 {
 			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
@@ -33,9 +35,12 @@ func drainPings(nc net.Conn) {
 			if h.Unmarshal(b[:]) != nil || h.Type != wire.FramePing {
 				return
 			}
-			if n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_DONTWAIT); err != nil || n < len(b) {
+			n, _, err = unix.Recvfrom(int(fd), b[:], unix.MSG_DONTWAIT)
+			took += max(n, 0)
+			if err != nil || n < len(b) {
 				return
 			}
 		}
 	})
+	return took
 }

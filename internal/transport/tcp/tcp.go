@@ -297,6 +297,10 @@ type Transport struct {
 	// send lead c vanish (as into a link that went down) when it reports
 	// true: kept for a move, never put on the socket.
 	testLost func(c *conn) bool
+	// testMoveTo, set by tests before use, is called with the connection
+	// a move of the send lead is about to write its lead frame on
+	// (lead.go).
+	testMoveTo func(next *conn)
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc

@@ -1,0 +1,155 @@
+package tcp
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// trade sends n rounds of a message each way over the pair of trs,
+// cycling through a small, a striped and a large size, from message *seq
+// on.
+func trade(ctx context.Context, t *testing.T, trs []*Transport, seq *int, n int) {
+	t.Helper()
+	for range n {
+		for from := range 2 {
+			sendOne(ctx, t, trs, from, *seq, []int{100, stripeMin, 1 << 20}[*seq%3])
+			*seq++
+		}
+	}
+}
+
+// sendLead returns rank 0's send lead.
+func (w *leadWorld) sendLead() *conn {
+	w.pr.mu.Lock()
+	defer w.pr.mu.Unlock()
+	return w.pr.sl
+}
+
+// TestLeadMoveAfterDrainedPings: the idle pings rank 1 discards at the
+// head of path 1's connection (drainPings) count as read there, so that
+// when the lead stream, once moved onto that connection, moves again
+// (to path 0 dialed again), rank 1 resumes the old stream at the offset
+// rank 0's host acknowledged, which counts the pings.
+func TestLeadMoveAfterDrainedPings(t *testing.T) {
+	// No pinger: the test writes and discards the pings itself.
+	w := newLeadWorld(t, func(tr *Transport) { tr.pingEvery = -1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pr1 := w.trs[1].peers[0]
+	const pings = 3
+	c0 := w.pr.sview[w.pr.paths[1].conns[0].pos]
+	for range pings {
+		if _, err := c0.write(&wire.FrameHeader{Type: wire.FramePing}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1 := pr1.rview[pr1.paths[1].conns[0].pos]
+	for queued(t, c1.nc) < pings*wire.FrameHeaderSize {
+		if ctx.Err() != nil {
+			t.Fatalf("rank 1 did not receive the pings: %d bytes queued", queued(t, c1.nc))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c1.rmu.Lock()
+	before := c1.rread
+	c1.drainPings()
+	read, left := c1.rread-before, queued(t, c1.nc)
+	c1.rmu.Unlock()
+	if read != pings*wire.FrameHeaderSize || left != 0 {
+		t.Fatalf("discarding the pings counted %d bytes as read and left %d in the socket; want %d and 0",
+			read, left, pings*wire.FrameHeaderSize)
+	}
+
+	// The lead moves to path 1, which rank 1 joins.
+	w.stall.Store(true)
+	w.moved(ctx, t)
+	w.stall.Store(false)
+	seq := 0
+	trade(ctx, t, w.trs, &seq, 3)
+	if sl := w.sendLead(); sl.path.idx != 1 {
+		t.Fatalf("the lead moved to path %d, want 1", sl.path.idx)
+	}
+	// Path 0, dialed again, back in use both ways.
+	for back := false; !back; {
+		if ctx.Err() != nil {
+			t.Fatalf("path 0 did not come back:\n%v\n%s", w.trs[0].Paths(), w.logs.String())
+		}
+		trade(ctx, t, w.trs, &seq, 1)
+		for _, s := range w.trs[0].Paths() {
+			back = back || s.Path == 0 && !s.Retired && s.Gen > 0
+		}
+	}
+	trade(ctx, t, w.trs, &seq, 3)
+
+	// The lead moves off path 1 (where rank 1 discarded pings) to path 0.
+	w.old.Store(w.sendLead())
+	w.stall.Store(true)
+	w.moved(ctx, t)
+	w.stall.Store(false)
+	trade(ctx, t, w.trs, &seq, 3)
+	if sl := w.sendLead(); sl.path.idx != 0 {
+		t.Fatalf("the lead moved to path %d, want 0", sl.path.idx)
+	}
+	joins := 0
+	for _, l := range strings.Split(w.logs.String(), "\n") {
+		if strings.Contains(l, "peer moved the lead stream") && strings.Contains(l, "peer=0") {
+			joins++
+		}
+	}
+	if joins != 2 {
+		t.Errorf("rank 1 joined %d moves of rank 0's lead, want 2:\n%s", joins, w.logs.String())
+	}
+}
+
+// TestLeadMoveWriteFails: when a move's lead frame cannot be written on the
+// path the lead moves to, the lead stays on its path, the path refused is
+// retired (and dialed again), and the lead moves once that path is back;
+// messages keep arriving whole both ways, and the pair does not fail.
+func TestLeadMoveWriteFails(t *testing.T) {
+	w := newLeadWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var refused atomic.Pointer[conn]
+	tried := make(chan struct{})
+	refuse := func(next *conn) {
+		if refused.CompareAndSwap(nil, next) {
+			// As if its path had just stopped: the write is refused
+			// before a byte goes out.
+			next.retireWrite()
+			close(tried)
+		}
+	}
+	w.moveTo.Store(&refuse)
+	w.stall.Store(true)
+	select {
+	case <-tried:
+	case <-ctx.Done():
+		t.Fatal("no move of the lead was tried")
+	}
+	seq := 0
+	for w.sendLead() == w.old.Load() {
+		if ctx.Err() != nil {
+			t.Fatalf("the lead did not move:\n%v\n%s", w.trs[0].Paths(), w.logs.String())
+		}
+		trade(ctx, t, w.trs, &seq, 1)
+	}
+	w.stall.Store(false)
+	trade(ctx, t, w.trs, &seq, 3)
+	if sl := w.sendLead(); sl.path.idx != 1 || sl == refused.Load() {
+		t.Errorf("the lead is on path %d (the refused connection: %v); want path 1 dialed again", sl.path.idx, sl == refused.Load())
+	}
+	logs := w.logs.String()
+	for _, want := range []string{"the lead stream could not move onto it", "the lead stream moves to another path", "peer moved the lead stream"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the logs lack %q:\n%s", want, logs)
+		}
+	}
+	if err := w.pr.err(); err != nil {
+		t.Fatalf("the pair failed: %v", err)
+	}
+}
