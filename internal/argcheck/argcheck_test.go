@@ -152,11 +152,16 @@ func TestMemo(t *testing.T) {
 		seed = seed*1664525 + 1013904223
 		return int(seed>>8) % n
 	}
+	// The memo's key must hold the type and the op: f64 halves the
+	// count (or refuses an odd length), max reduces differently.
+	dts := []int{f32, int(reduce.Int32), int(reduce.Float64)}
+	ops := []int{sum, int(reduce.Max)}
 	var coll sched.Coll
-	var n, root, rank int
+	var n, root, rank, dt, op int
 	for i := range 20000 {
 		if i == 0 || next(2) == 0 { // a new shape; else the last one's, its buffers elsewhere
 			coll, n, root, rank = colls[next(len(colls))], 1+next(3), next(3), next(3)
+			dt, op = dts[next(len(dts))], ops[next(len(ops))]
 		}
 		send, recv := n, n
 		switch coll {
@@ -168,16 +173,16 @@ func TestMemo(t *testing.T) {
 			send, recv = 3*n, 3*n
 		}
 		so, ro := next(16-send+1), next(16-recv+1)
-		a := Args{Coll: coll, Send: buf[4*so : 4*(so+send)], Recv: buf[4*ro : 4*(ro+recv)], DT: f32, Root: root}
+		a := Args{Coll: coll, Send: buf[4*so : 4*(so+send)], Recv: buf[4*ro : 4*(ro+recv)], DT: dt, Root: root}
 		if coll.Reduces() {
-			a.Op = sum
+			a.Op = op
 		}
 		if next(16) == 0 {
 			a.Recv = a.Recv[:len(a.Recv)-4] // a wrong length now and then
 		}
 		var want, got Call
 		werr := Check(&a, rank, 3, &want)
-		hit := m.ok && m.coll == a.Coll && m.root == a.Root && m.send == len(a.Send) && m.recv == len(a.Recv) && m.rank == rank
+		hit := m.ok && m.coll == a.Coll && m.dt == a.DT && m.op == a.Op && m.root == a.Root && m.send == len(a.Send) && m.recv == len(a.Recv) && m.rank == rank
 		gerr := m.Check(&a, rank, 3, &got)
 		if hit {
 			hits++
