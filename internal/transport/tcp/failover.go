@@ -146,7 +146,7 @@ func (pr *peer) retire(p *path, why string, cause error) {
 		pr.sview[c.pos].retireWrite()
 	}
 	if p.retired.CompareAndSwap(false, true) {
-		pr.t.log.Warn("tcp: path stopped; its stripes are sent again on the first path and it is retired",
+		pr.t.log.Warn("tcp: path stopped; it is retired, and stripes in flight on it are sent again on the pair's lead stream",
 			"peer", pr.rank, "path", p.idx, "local", p.local, "remote", p.remote, "why", why, "err", cause)
 	}
 	pr.mu.Lock()
