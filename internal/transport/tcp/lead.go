@@ -326,15 +326,41 @@ func (c *conn) peekFront() (h wire.FrameHeader, pings int, ok bool) {
 // send lead: it drops what the peer's host acknowledged and, if that is
 // not enough, waits for more acknowledgements. The caller holds smu.
 func (pr *peer) leadRoom(ctx context.Context, n int) error {
-	backoff := 20 * time.Microsecond
-	for !pr.llog.fits(n) {
+	return pr.leadWait(ctx, 20*time.Microsecond, func() bool {
+		if pr.llog.fits(n) {
+			return true
+		}
 		// Rare: a ring's worth of small frames since the last look.
 		if a, ok := pr.ackedAt(pr.sl); ok {
 			pr.llog.trim(a)
-			if pr.llog.fits(n) {
-				return nil
-			}
 		}
+		return pr.llog.fits(n)
+	})
+}
+
+// leadQuiet waits until the peer's host acknowledged everything the
+// replay copy holds, moving the lead if it stalls meanwhile. The caller
+// holds smu.
+func (pr *peer) leadQuiet(ctx context.Context) error {
+	return pr.leadWait(ctx, 5*time.Microsecond, func() bool {
+		if h := pr.t.testLeadAt; h != nil {
+			h("quiet")
+		}
+		a, ok := pr.ackedAt(pr.sl)
+		if !ok {
+			return true
+		}
+		pr.llog.trim(a)
+		return pr.llog.held() == 0
+	})
+}
+
+// leadWait polls done until it holds: first at once, then after backoff,
+// doubling up to 2 ms. Between polls it moves the send lead if the watch
+// found it stalled, and it ends with the call's error. The caller holds
+// smu.
+func (pr *peer) leadWait(ctx context.Context, backoff time.Duration, done func() bool) error {
+	for !done() {
 		if err := pr.leadStalled("send"); err != nil {
 			return err
 		}
@@ -345,34 +371,6 @@ func (pr *peer) leadRoom(ctx context.Context, n int) error {
 		backoff = min(2*backoff, 2*time.Millisecond)
 	}
 	return nil
-}
-
-// leadQuiet waits until the peer's host acknowledged everything the
-// replay copy holds, moving the lead if it stalls meanwhile. The caller
-// holds smu.
-func (pr *peer) leadQuiet(ctx context.Context) error {
-	backoff := 5 * time.Microsecond
-	for {
-		if h := pr.t.testLeadAt; h != nil {
-			h("quiet")
-		}
-		if a, ok := pr.ackedAt(pr.sl); ok {
-			pr.llog.trim(a)
-		} else {
-			return nil
-		}
-		if pr.llog.held() == 0 {
-			return nil
-		}
-		if err := pr.leadStalled("send"); err != nil {
-			return err
-		}
-		if err := pr.t.callErr(ctx, pr, nil); err != nil {
-			return err
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 2*time.Millisecond)
-	}
 }
 
 // leadStalled moves the send lead if the watch found it stalled. The caller
@@ -391,29 +389,21 @@ func (pr *peer) leadStalled(during string) error {
 // the send lead, moving the lead if it stalls, then empties the replay
 // copy there. The caller holds smu.
 func (pr *peer) awaitLead(ctx context.Context) error {
-	backoff := 20 * time.Microsecond
-	for {
+	return pr.leadWait(ctx, 20*time.Microsecond, func() bool {
 		if h := pr.t.testLeadAt; h != nil {
 			h("await")
 		}
 		a, ok := pr.ackedAt(pr.sl)
 		if !ok {
-			return nil
+			return true
 		}
-		if a >= pr.sl.wroteAt() {
-			pr.seg = leadSeg{}
-			pr.llog.reset(a)
-			return nil
+		if a < pr.sl.wroteAt() {
+			return false
 		}
-		if err := pr.leadStalled("send"); err != nil {
-			return err
-		}
-		if err := pr.t.callErr(ctx, pr, nil); err != nil {
-			return err
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, 2*time.Millisecond)
-	}
+		pr.seg = leadSeg{}
+		pr.llog.reset(a)
+		return true
+	})
 }
 
 func (c *conn) wroteAt() uint64 {
