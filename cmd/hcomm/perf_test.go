@@ -962,3 +962,26 @@ func TestPerfLocalRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestRanksApart: settling ends only once no two ranks of a host that has
+// a CPU per rank ran on the same CPU.
+func TestRanksApart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		all  []int64 // (host, cpu) per rank
+		ncpu int
+		want bool
+	}{
+		{"two ranks, two CPUs", []int64{7, 0, 7, 1}, 2, true},
+		{"two ranks, one CPU of two", []int64{7, 1, 7, 1}, 2, false},
+		{"three ranks, two CPUs", []int64{7, 1, 7, 1, 7, 0}, 2, true},
+		{"two hosts, same CPU numbers", []int64{7, 0, 8, 0}, 2, true},
+		{"two hosts, one crowded", []int64{7, 0, 8, 1, 8, 1}, 4, false},
+		{"CPU unknown", []int64{7, -1, 7, -1}, 2, true},
+		{"one rank", []int64{7, 3}, 2, true},
+	} {
+		if got := ranksApart(tc.all, tc.ncpu); got != tc.want {
+			t.Errorf("%s: ranksApart(%v, %d) = %v, want %v", tc.name, tc.all, tc.ncpu, got, tc.want)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"os"
 	"runtime"
 	"time"
 
@@ -51,7 +53,7 @@ func (r row) csvLine() string {
 // garbage collection before each point serves them all.
 func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, sink func(row), errOut io.Writer, sharedHeap bool) error {
 	if pc.settle > 0 {
-		if err := settle(ctx, c, pc.settle); err != nil {
+		if err := settle(ctx, c, pc.settle, !sharedHeap); err != nil {
 			return fmt.Errorf("settling: %w", err)
 		}
 	}
@@ -184,25 +186,51 @@ func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size
 	return r, time.Duration(est[0] * float64(time.Second)), nil
 }
 
-// settleFor is how long the ranks exchange barriers before the first
-// point. Freshly started processes run slower for some milliseconds, until
-// the kernel has spread the busy threads over the CPUs; without this the
-// first point (the 8-byte one, whose timed loop lasts only a few
-// milliseconds) measured that instead of the library.
-const settleFor = 50 * time.Millisecond
+// Settling. Freshly started rank processes often run on one CPU at first,
+// until the kernel's load balancer moves one of them; two ranks polling
+// for each other on one CPU take 1–20 µs a call instead of 0.2–0.4. That
+// can last tens to hundreds of milliseconds on a 2-CPU machine, longer
+// when it is loaded, and the first points (the 8-byte ones, whose timed
+// loops last a few milliseconds) measured it instead of the library. So
+// the ranks exchange barriers before the first point for at least
+// settleFor, and then until the ranks of each host have run on distinct
+// CPUs at the end of settledRounds rounds in a row, for at most
+// settleMax. Ranks that outnumber their host's CPUs, and ranks that are
+// goroutines of one process, wait settleFor only.
+const (
+	settleFor     = 50 * time.Millisecond
+	settleMax     = time.Second
+	settledRounds = 2
+)
 
-// settle runs Barriers for about d, the same number on every rank.
-func settle(ctx context.Context, c *hcomm.Comm, d time.Duration) error {
+// settle runs Barriers for at least d (see above), the same number on
+// every rank. spread says that the ranks are processes whose CPUs tell
+// whether they are settled.
+func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) error {
 	start := time.Now()
+	me := []int64{hostKey(), 0}
+	all := make([]int64, 2*c.Size())
 	done := []int32{0}
+	apart := 0 // rounds in a row that ended with the ranks apart
 	for {
 		for range 256 {
 			if err := c.Barrier(ctx); err != nil {
 				return err
 			}
 		}
+		apart++
+		if spread {
+			me[1] = int64(currentCPU())
+			if err := hcomm.AllGather(ctx, c, me, all); err != nil {
+				return err
+			}
+			if !ranksApart(all, runtime.NumCPU()) {
+				apart = 0
+			}
+		}
+		since := time.Since(start)
 		done[0] = 0
-		if time.Since(start) >= d {
+		if since >= d && (apart >= settledRounds || since >= settleMax) {
 			done[0] = 1
 		}
 		if err := hcomm.AllReduce(ctx, c, done, done, hcomm.Max); err != nil {
@@ -212,6 +240,37 @@ func settle(ctx context.Context, c *hcomm.Comm, d time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// ranksApart reports whether no two ranks of one host ran on the same
+// CPU, from each rank's (host, CPU) pair in all; a host with more ranks
+// than ncpu CPUs, or a CPU not known (-1), does not count.
+func ranksApart(all []int64, ncpu int) bool {
+	ranks := map[int64]int{}
+	for i := 0; i+1 < len(all); i += 2 {
+		ranks[all[i]]++
+	}
+	type hostCPU struct{ host, cpu int64 }
+	seen := map[hostCPU]bool{}
+	for i := 0; i+1 < len(all); i += 2 {
+		k := hostCPU{all[i], all[i+1]}
+		if k.cpu < 0 || ranks[k.host] > ncpu {
+			continue
+		}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
+}
+
+// hostKey names this host among the ranks' (a hash of its name).
+func hostKey() int64 {
+	name, _ := os.Hostname()
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64() >> 1)
 }
 
 // defaultWarmup is the number of warm-up iterations for a point of the
