@@ -211,6 +211,7 @@ func (t *Transport) grCollect(d transport.Deferred, fp *wire.Fingerprint, s uint
 		}
 	case sched.Broadcast:
 		if t.me != root {
+			t.grPrefetchNext(root, s, len(out))
 			var p []byte
 			if p, err = t.grRead(d, fp, root, s, len(out)); err == nil {
 				copy(out, p)
@@ -219,6 +220,24 @@ func (t *Transport) grCollect(d transport.Deferred, fp *wire.Fingerprint, s uint
 	}
 	return err
 }
+
+// grPrefetchNext starts bringing the lines of rank q's slot of call s+1
+// that an n-byte payload occupies into this CPU's caches, while call s
+// runs. It serves a Broadcast reader: the root runs up to groupSlots-1
+// calls ahead, so its next slot is usually written already, and the
+// transfer of its lines from the root's CPU (about 60 ns on a two-vCPU
+// machine, a third of a small Broadcast) then overlaps this call's work
+// instead of starting when the next call reads the slot. A slot not yet
+// written costs the root one more transfer of the line when it writes it.
+func (t *Transport) grPrefetchNext(q int, s uint32, n int) {
+	b := t.grSlot(q, s+1)
+	for off := 0; off < groupHdr+n && off < grPrefetchMax; off += 64 {
+		prefetch(&b[off])
+	}
+}
+
+// grPrefetchMax bounds the bytes of a slot grPrefetchNext asks for.
+const grPrefetchMax = 256
 
 // grFlush makes sure a process asleep on the sequence word this call
 // published is woken: publishSeq checked no sleepers. It runs before this

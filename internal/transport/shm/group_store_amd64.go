@@ -14,3 +14,10 @@ package shm
 //
 //go:noescape
 func publishSeq(p *uint32, v uint32)
+
+// prefetch asks the CPU to bring the cache line at p into its caches,
+// without waiting for it and without any effect on memory: a hint. A
+// Broadcast reader uses it on the root's next slot (grPrefetchNext).
+//
+//go:noescape
+func prefetch(p *byte)
