@@ -21,9 +21,8 @@
 // the sender reaches it, and the sender moves on when it has arrived —
 // or at once for a one-chunk send the transport buffers (SHMEager,
 // NetEager: transport.Eager). Over shared memory the host's cache speeds
-// copies up while what its ranks touch fits (CacheBytes), ranks sharing a
-// core see chunks a turn late (SHMWake), and a rank that polled in vain
-// while a large send of its own ran sleeps and is woken late (SHMSleep).
+// copies up while what its ranks touch fits (CacheBytes), and ranks
+// sharing a core see chunks a turn late (SHMWake).
 //
 // # Scale
 //
@@ -407,7 +406,6 @@ type opState struct {
 	evT      float64
 	bd       Breakdown // the path to this op's present
 	lastMin  float64   // a forwarded piece ends no earlier than one chunk after this
-	since    float64   // when the op started polling for its piece
 	gap      float64   // a forwarded piece's chunks leave this far apart, besides their transfer
 }
 
@@ -419,7 +417,6 @@ type rankState struct {
 	pending    int32 // ops of the step still running
 	stepEnd    float64
 	stepBd     Breakdown
-	yielded    float64 // the step's larger shared-memory sends end their first piece (0: none)
 	ops        []opState
 }
 
@@ -427,7 +424,6 @@ type rankState struct {
 // the path to the first.
 type item struct {
 	first, last float64
-	head        float64 // when its first transport slot (SHMEager bytes) arrives
 	bd          Breakdown
 }
 
@@ -469,9 +465,7 @@ type machine struct {
 	maxPieces int
 	xor       bool    // programs repeat under XOR, not shifts (see period)
 	wake      float64 // latency of a wait on shared memory (Topology.SHMWake)
-	sleep     float64 // latency of a wait that outlasts the polling (Topology.SHMSleep)
 	overlap   bool    // a step's large local ops run beside its messages (exec.OverlapMin)
-	oneProc   bool    // a rank has one CPU (GOMAXPROCS 1): its ops' goroutines take turns
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
 	hostsSim  int   // hosts simulated
@@ -511,16 +505,10 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	}
 	m.L, m.copies = int32(L), int32(S/L)
 	m.wake = t.SHMWake
-	if t.perCore(n) <= 1 {
-		// With more ranks than cores a wait yields the CPU to the ranks
-		// sharing it, which run meanwhile (modelled by SHMWake).
-		m.sleep = t.SHMSleep
-	}
 	// The executor overlaps a step's large local ops with its messages
 	// when a rank has OverlapProcs CPUs or more: hcomm run gives each of
 	// a host's ranks its share of the cores.
 	m.overlap = t.procs(n) >= exec.OverlapProcs
-	m.oneProc = t.procs(n) == 1
 	m.chunk = int64(t.ChunkBytes)
 	if m.chunk <= 0 {
 		m.chunk = exec.DefaultChunkBytes
@@ -789,7 +777,6 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		m.refStarted = m.fold.on && c == 0
 		rs.ops = rs.ops[:0]
 		rs.stepStart = now
-		rs.yielded = 0
 		m.stamp++
 		h := m.simHost(m.host(c))
 		// Local ops run first, or beside the messages when large enough
@@ -995,21 +982,7 @@ func (m *machine) send(c, o int32, now float64) {
 	b, k := m.piece(st)
 	before := st.bd
 	first, last, rest, start, cls := m.transmit(c, dst, b, k, now, st.lastMin, st.gap, &st.bd)
-	if cls == ClassSHM && m.oneProc && st.i == 0 && (b > m.eager[cls] || st.nch > 1) {
-		// A send the transport cannot buffer runs on a worker goroutine,
-		// with one CPU only while the step's receive yields (see deliver).
-		rs := &m.ranks[c]
-		rs.yielded = max(rs.yielded, now+first-start)
-	}
-	// When the receiver could start on the piece: its first slot (SHMEager
-	// bytes) there, counted from when the sender was ready, not from when
-	// a busy core or memory let it start (ranks copying at once share
-	// them; the FIFO model of those resources would make one copy wait
-	// for the other and the other's receiver look late).
-	it := item{first: first, last: last, head: now + first - start, bd: st.bd}
-	if cb, e := float64(b)/float64(k), float64(m.eager[ClassSHM]); cls == ClassSHM && e > 0 && cb > e {
-		it.head = now + (first-start)*e/cb
-	}
+	it := item{first: first, last: last, bd: st.bd}
 	st.phase = phSent
 	if st.kind == sched.Send && st.nch == 1 && b <= m.eager[cls] {
 		// The executor hands a small send to the transport, which
@@ -1047,7 +1020,6 @@ func (m *machine) need(c, o int32, now float64) {
 		return
 	}
 	st.phase = phWait
-	st.since = now
 	ch.waitRank, ch.waitOp = c, o
 }
 
@@ -1063,14 +1035,6 @@ func (m *machine) deliver(c, o int32, it item, now float64) {
 				// Oversubscribed: the rank sees it at its next turn on a core.
 				t += m.wake
 				st.bd.Queue += m.wake
-			}
-			if y := m.ranks[c].yielded; m.sleep > 0 && st.i == 0 && y > 0 && it.head > max(y, st.since+SHMSpin) {
-				// The executor's goroutine polled for this piece from the
-				// step's start and let the step's large send run in its
-				// yields (one CPU): that copy used up the polling, and the
-				// rank slept until the sender woke it.
-				t += m.sleep
-				st.bd.Queue += m.sleep
 			}
 		}
 	}

@@ -627,24 +627,22 @@ func TestOversubscribed(t *testing.T) {
 	if want := alpha + 2*sw; !near(r.Time, want, 1e-9) {
 		t.Errorf("2 ranks on 1 core: %g s, want α + 2 switches = %g", r.Time, want)
 	}
-	// A rank that waited sees its chunk a wake later per other rank per
-	// core ((ranks−1)/cores); not at all on a core of its own.
+	// A rank that waited sees its chunk a wake later per other rank on
+	// its core (ceil(ranks/cores) − 1); not at all on a core of its own.
 	const wake = 2e-6
-	tp.SHMWake = wake
+	tp.SHMWake, tp.SHMSwitch = wake, 0
 	for _, c := range []struct {
 		n, cores int
 		want     float64
-	}{{2, 2, alpha}, {2, 1, alpha + 2*sw + wake}, {4, 2, 0}} {
+	}{
+		{2, 2, alpha},
+		{2, 1, alpha + wake},
+		{4, 2, 2 * (alpha + wake)},   // two steps, one other rank per core
+		{8, 2, 3 * (alpha + 3*wake)}, // three steps, three
+	} {
 		tp.Cores = c.cores
 		if r, err = Simulate(tp, ar, sched.AllReduce, c.n, 8, Options{}); err != nil {
 			t.Fatal(err)
-		}
-		if c.want == 0 {
-			// 4 ranks on 2 cores: two steps, each waiting 3/2 wakes.
-			if r.Critical.Queue < 3*wake {
-				t.Errorf("4 ranks on 2 cores: queue %g s on the critical path, want at least 3 wakes (%g)", r.Critical.Queue, 3*wake)
-			}
-			continue
 		}
 		if !near(r.Time, c.want, 1e-9) {
 			t.Errorf("%d ranks on %d cores with a wake: %g s, want %g", c.n, c.cores, r.Time, c.want)
@@ -724,6 +722,42 @@ func TestSlots(t *testing.T) {
 	if got := r.Critical.Total(); !near(got, r.Time, 1e-9) {
 		t.Errorf("critical path adds up to %g s, not %g", got, r.Time)
 	}
+	// A group call waits for every rank of the host: a wake per other
+	// rank per core (7/2 on 8 ranks and 2 cores), unlike a schedule's
+	// wait (the ranks on its own core only).
+	tp.Cores, tp.SHMSwitch = 2, 0
+	if r, err = Slots(tp, sched.AllReduce, 8, 8, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := alpha + 3.5*wake; !near(r.Time, want, 1e-9) {
+		t.Errorf("8 ranks on 2 cores: %g s, want %g", r.Time, want)
+	}
+}
+
+// TestMemShare: a host running more ranks than cores gets SHMMemShare of
+// its memory bandwidth; one with a core per rank all of it.
+func TestMemShare(t *testing.T) {
+	const mib = 1 << 20
+	ring := lookup(t, sched.AllReduce, "ring")
+	for _, c := range []struct {
+		n     int
+		slows bool
+	}{{2, false}, {8, true}} {
+		var ts [2]float64
+		for i, share := range []float64{1, 0.5} {
+			tp := Local()
+			tp.CacheBytes, tp.SHMMemShare = 0, share
+			tp.SHM.Beta = 0.01e-9 // memory-bound
+			r, err := Simulate(tp, ring, sched.AllReduce, c.n, 16*mib, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts[i] = r.Time
+		}
+		if slower := ts[1] > 1.5*ts[0]; slower != c.slows || !c.slows && ts[1] != ts[0] {
+			t.Errorf("%d ranks on 2 cores: %g s with all the memory bandwidth, %g s with half", c.n, ts[0], ts[1])
+		}
+	}
 }
 
 // TestOverlap: a step whose local ops write at least exec.OverlapMin runs
@@ -750,51 +784,6 @@ func TestOverlap(t *testing.T) {
 	if !near(times[0], 2*block, 1e-6) || !near(times[1], block, 1e-6) {
 		t.Errorf("ring AllGather of 2 MiB blocks: %g s with a core per rank, %g s with %d; want %g and %g",
 			times[0], times[1], exec.OverlapProcs, 2*block, block)
-	}
-}
-
-// TestSleep: a step whose send is too large for the ring to buffer runs
-// it on a worker goroutine while the receive polls; with one CPU per rank
-// the copy uses up the polling, and a piece arriving after it costs the
-// futex wake-up (SHMSleep). In perf's loop of calls the ranks drift
-// apart and one of them sleeps every call; a call alone (both ranks
-// starting together) does not, nor does ring (sends the ring buffers),
-// nor do ranks sharing a core (they yield instead of sleeping).
-func TestSleep(t *testing.T) {
-	const sleep = 50e-6
-	perCall := func(tp Topology, name string, cores int) (alone, loop float64) {
-		t.Helper()
-		tp.Cores = cores
-		a := lookup(t, sched.AllReduce, name)
-		var ts [3]float64
-		for i, rep := range []int{0, 3, 8} {
-			r, err := Simulate(tp, a, sched.AllReduce, 2, 512<<10, Options{Repeat: rep})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts[i] = r.Time
-		}
-		return ts[0], (ts[2] - ts[1]) / 5
-	}
-	with, without := Local(), Local()
-	with.SHMSleep, without.SHMSleep = sleep, 0
-	a1, l1 := perCall(with, "rd", 2)
-	a0, l0 := perCall(without, "rd", 2)
-	if a1 != a0 {
-		t.Errorf("rd, one call: %g s with the sleep, %g s without", a1, a0)
-	}
-	if d := l1 - l0; d < sleep/2 || d > 2*sleep {
-		t.Errorf("rd in a loop: %g s per call with a %g s sleep, %g s without; want about one sleep more", l1, sleep, l0)
-	}
-	for _, c := range []struct {
-		name  string
-		cores int
-	}{{"ring", 2}, {"rd", 1}} {
-		_, l1 := perCall(with, c.name, c.cores)
-		_, l0 := perCall(without, c.name, c.cores)
-		if l1 != l0 {
-			t.Errorf("%s on %d core(s): %g s per call with the sleep, %g s without", c.name, c.cores, l1, l0)
-		}
 	}
 }
 

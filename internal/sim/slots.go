@@ -204,9 +204,9 @@ func Slots(t Topology, coll sched.Coll, n int, bytes int64, opt Options) (Result
 					bd = wpath[last]
 					bd.Alpha += alpha
 					now = visible[last]
-					if t.SHMWake > 0 {
-						now += t.SHMWake
-						bd.Queue += t.SHMWake
+					if t.groupWake > 0 {
+						now += t.groupWake
+						bd.Queue += t.groupWake
 					}
 				}
 				bd.Msgs[ClassSHM]++

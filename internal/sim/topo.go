@@ -36,6 +36,9 @@ type Topology struct {
 	// topology file's placement is not the regular one (rank r on host
 	// r/RanksPerHost, host h in rack h/HostsPerRack); nil otherwise.
 	hostOf, groupOf []int32
+	// groupWake is SHMWake as it applies to a group call (set by
+	// oversubscription).
+	groupWake float64
 
 	RanksPerHost int `json:"ranks_per_host,omitempty"`
 	// HostsPerRack groups hosts into racks; 0 puts every host in one
@@ -80,7 +83,8 @@ type Topology struct {
 	// shared-memory rings they send through (ringSlots positions of up to
 	// a message each per directed pair) — is smaller, shared-memory copies
 	// and reductions cost CacheFactor times their β and γ, and memory
-	// time as much (0: no cache effect).
+	// time as much (0: no cache effect). What a host can keep there is
+	// less than its last-level cache's size: Local uses 24 MiB of 32.
 	CacheBytes  int64   `json:"cache_bytes,omitempty"`
 	CacheFactor float64 `json:"cache_factor,omitempty"`
 	// SHMSwitch applies when a host runs more ranks than Cores: every
@@ -93,21 +97,13 @@ type Topology struct {
 	// SHMWake applies when a host runs more ranks than Cores: a rank that
 	// waited for a shared-memory chunk (or a peer's slot) sees it only
 	// once it is scheduled again, after the other ranks took their turns
-	// polling and yielding. Its latency grows by SHMWake for every other
-	// rank per core ((ranks − 1)/cores, the most crowded host's): the
-	// other ranks share the cores, the waiting rank's among them. 0: none.
+	// polling and yielding. A wait of a schedule's op grows by SHMWake for
+	// every other rank on the waiting rank's core (ceil(ranks/cores) − 1,
+	// the most crowded host's): ranks copying on the other cores meanwhile
+	// do not delay it. A group call, which waits for every rank of the
+	// host, grows by SHMWake for every other rank per core
+	// ((ranks − 1)/cores). 0: none.
 	SHMWake float64 `json:"shm_wake,omitempty"`
-	// SHMSleep is the wake-up latency of a rank that slept on a futex
-	// waiting for a shared-memory chunk. The transport polls for SHMSpin
-	// and then sleeps until the sender wakes it; the executor runs a
-	// step's sends the ring can buffer before it waits, but a larger send
-	// on a worker goroutine, which with one CPU per rank (GOMAXPROCS 1)
-	// runs only while the waiting goroutine yields. That copy uses up the
-	// polling: a piece whose first slot arrives after both the copy and
-	// SHMSpin from the start of the wait costs SHMSleep more. Ranks
-	// sharing a core yield to each other instead of sleeping (SHMWake).
-	// 0: none.
-	SHMSleep float64 `json:"shm_sleep,omitempty"`
 	// SlotAlpha is the latency of a group call through the shared
 	// segment's slots (internal/transport/shm: small collectives of ranks
 	// all on one host, see Slots): a rank writes its slot and reads those
@@ -118,6 +114,12 @@ type Topology struct {
 	// leaves the core to other ranks, which matters only when ranks
 	// outnumber cores. 0 means 1: the whole copy holds a core.
 	SHMCoreShare float64 `json:"shm_core_share,omitempty"`
+	// SHMMemShare is the fraction of MemBW a host gets while it runs more
+	// ranks than Cores. Its copies still share the memory as any host's
+	// do (one FIFO server of MemBW), but ranks taking turns on a core
+	// evict each other's buffers and ring slots from the caches between
+	// their turns, so the same bytes cost more memory traffic. 0 means 1.
+	SHMMemShare float64 `json:"shm_mem_share,omitempty"`
 	// SHMEager and NetEager are the largest sends the transports buffer
 	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
 	// a send of one chunk no larger completes for the sender as soon as the
@@ -128,11 +130,6 @@ type Topology struct {
 	// exec.DefaultChunkBytes.
 	ChunkBytes int `json:"chunk_bytes,omitempty"`
 }
-
-// SHMSpin is how long a shared-memory wait polls before it sleeps when a
-// host has no more ranks than cores (internal/transport/shm's spinFor),
-// for Topology.SHMSleep.
-const SHMSpin = 10e-6
 
 // Default is the model used when no file is given: 8 ranks per host, 32
 // hosts per rack with 2:1 oversubscribed uplinks, 100 Gb/s NICs, shared
@@ -158,34 +155,36 @@ func Default() Topology {
 // Local is a model of this kind of machine running every rank on one
 // host over shared memory: two cores shared by all ranks, its terms fitted
 // by scripts/simval to `hcomm perf -transport shm` on an idle 2-core
-// virtual machine (the idle runs of main at f13b491, kept in
-// scripts/simval/testdata/shm-idle2; BENCHMARKS.md), each set on its own
+// virtual machine (the idle runs of main at a15e7b9, kept in
+// scripts/simval/testdata/shm-idle3; BENCHMARKS.md), each set on its own
 // measurements, none on the 4- and 8-rank runs that validate it. On 2
-// ranks' AllReduce and AllGather schedules: 0.5 µs per chunk, 0.125 ns per
-// byte copied, 0.1 ns per byte reduced, 9 GB/s of memory bandwidth, 0.4
+// ranks' AllReduce and AllGather schedules: 0.5 µs per chunk, 0.1 ns per
+// byte copied, 0.075 ns per byte reduced, 14 GB/s of memory bandwidth, 0.5
 // times the byte costs (and memory time) when a host's buffers and rings
-// fit in its 32 MiB last-level cache, and a futex wake-up of 50 µs. On 2
-// ranks' group calls: a slot α of 0.3 µs. On 2, 3 and 4 ranks confined to
-// one core and 3 ranks on two (more ranks than cores): no switching cost
-// per chunk, a copy occupying a core for 0.9 of its b·β, and a wake of
-// 2.5 µs per other rank per core for a rank that waited.
+// fit in 24 MiB of its 32 MiB last-level cache (the 2-rank AllGather at
+// 8 MiB, 24 MiB with its rings, runs at memory speed). On 2 ranks' group
+// calls: a slot α of 0.2 µs. On 2, 3 and 4 ranks confined to one core and
+// 3 ranks on two (more ranks than cores): a switch of 0.5 µs per chunk, a
+// copy occupying a core for all of its b·β, 0.6 of the memory bandwidth,
+// and a wake of 2 µs per other rank on a waiting rank's core (per other
+// rank per core for a group call).
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
 	t.RanksPerHost = 1 << 20
 	t.HostsPerRack = 0
 	t.Cores = 2
-	t.SHM = Link{Alpha: 0.5e-6, Beta: 0.125e-9}
-	t.MemBW = 9e9
-	t.Gamma = 0.1e-9
-	t.CopyBeta = 0.1e-9
-	t.CacheBytes = 32 << 20
-	t.CacheFactor = 0.4
-	t.SHMSleep = 50e-6
-	t.SlotAlpha = 0.3e-6
-	t.SHMSwitch = 0
-	t.SHMCoreShare = 0.9
-	t.SHMWake = 2.5e-6
+	t.SHM = Link{Alpha: 0.5e-6, Beta: 0.1e-9}
+	t.MemBW = 14e9
+	t.Gamma = 0.075e-9
+	t.CopyBeta = 0.075e-9
+	t.CacheBytes = 24 << 20
+	t.CacheFactor = 0.5
+	t.SlotAlpha = 0.2e-6
+	t.SHMSwitch = 0.5e-6
+	t.SHMCoreShare = 1
+	t.SHMMemShare = 0.6
+	t.SHMWake = 2e-6
 	return t
 }
 
@@ -272,10 +271,10 @@ func (t Topology) Check() error {
 	if t.NICBurst < 0 || t.NICBurst > 0 && !(t.NICLineBW >= t.NICBW && t.NICLineBW <= 1e18) {
 		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
 	}
-	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 ||
-		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 || !(t.SHMSleep >= 0) || t.SHMSleep > 1 {
-		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_wake %g s, slot_alpha %g s, shm_sleep %g s out of range",
-			t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SlotAlpha, t.SHMSleep))
+	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 || !(t.SHMMemShare >= 0) || t.SHMMemShare > 1 ||
+		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 {
+		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_mem_share %g, shm_wake %g s, slot_alpha %g s out of range",
+			t.SHMSwitch, t.SHMCoreShare, t.SHMMemShare, t.SHMWake, t.SlotAlpha))
 	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
@@ -403,13 +402,19 @@ func (t Topology) Algorithms(coll sched.Coll, n int) []algo.Algorithm {
 func (t Topology) procs(n int) int { return max(1, t.cores()/max(1, t.most(n))) }
 
 // oversubscription sets t's terms for more ranks than cores as they apply
-// to n ranks: SHMSwitch and SHMWake (scaled to the other ranks per core)
-// only on an oversubscribed host, SHMCoreShare 1 when unset.
+// to n ranks: SHMSwitch, SHMWake (scaled to the other ranks on a core,
+// and for group calls per core) and SHMMemShare only on an oversubscribed
+// host, SHMCoreShare 1 when unset.
 func (t *Topology) oversubscription(n int) {
 	if pc := t.perCore(n); pc > 1 {
-		t.SHMWake *= float64(t.most(n)-1) / float64(t.cores())
+		c := t.cores()
+		t.groupWake = t.SHMWake * float64(t.most(n)-1) / float64(c)
+		t.SHMWake *= float64((t.most(n)+c-1)/c - 1)
+		if t.SHMMemShare > 0 {
+			t.MemBW *= t.SHMMemShare
+		}
 	} else {
-		t.SHMSwitch, t.SHMWake = 0, 0
+		t.SHMSwitch, t.SHMWake, t.groupWake = 0, 0, 0
 	}
 	if t.SHMCoreShare == 0 {
 		t.SHMCoreShare = 1

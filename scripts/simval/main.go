@@ -7,8 +7,7 @@
 // points it is judged on. Over shared memory each set of terms is fitted
 // (a coordinate search on a grid per term, for the smallest mean |error|)
 // on measurements of its own, the earlier sets held:
-//   - α, β, γ, memory bandwidth, the cache factor and the futex wake-up
-//     (sleep) on the schedules (AllReduce forced to each algorithm,
+//   - α, β, γ, memory bandwidth and the cache factor on the schedules (AllReduce forced to each algorithm,
 //     AllGather) of the -fit ranks only (default 2, on the machine's
 //     cores: one exchange per step, in effect a message-latency and
 //     copy-bandwidth measurement); the cache's size is the machine's
@@ -97,7 +96,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,sleep] (shm; without the last six the slot α and the oversubscription terms are fitted) or α (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share] (shm; without the last six the slot α and the oversubscription terms are fitted) or α (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	if err := fs.Parse(args); err != nil {
@@ -272,8 +271,14 @@ var colls = map[string]sched.Coll{"allreduce": sched.AllReduce, "allgather": sch
 // shmTopo is the local topology with the fitted parameters.
 func shmTopo(alpha, beta, gamma, cache float64) sim.Topology {
 	t := sim.Local()
-	t.SHM.Alpha, t.SHM.Beta, t.Gamma, t.CacheFactor = alpha, beta, gamma, cache
+	t.SHM.Alpha, t.SHM.Beta, t.Gamma, t.CopyBeta, t.CacheFactor = alpha, beta, gamma, gamma, cache
 	return t
+}
+
+// shmParams returns t's shared-memory terms as -params takes them.
+func shmParams(t sim.Topology) string {
+	return fmt.Sprintf("%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g", t.SHM.Alpha, t.SHM.Beta, t.Gamma, t.CacheFactor,
+		t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare)
 }
 
 // predict fills p.pred and p.err under t; the algorithm of an "auto" point
@@ -451,7 +456,6 @@ var (
 		{"γ", ns(0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5), func(t *sim.Topology, v float64) { t.Gamma = v; t.CopyBeta = v }, func(t *sim.Topology) float64 { return t.Gamma }},
 		{"memory", []float64{5e9, 6e9, 7e9, 8e9, 9e9, 10e9, 12e9, 14e9, 16e9}, func(t *sim.Topology, v float64) { t.MemBW = v }, func(t *sim.Topology) float64 { return t.MemBW }},
 		{"cache factor", []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1}, func(t *sim.Topology, v float64) { t.CacheFactor = v }, func(t *sim.Topology) float64 { return t.CacheFactor }},
-		{"sleep", us(0, 10, 20, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250), func(t *sim.Topology, v float64) { t.SHMSleep = v }, func(t *sim.Topology) float64 { return t.SHMSleep }},
 	}
 	slotAxes = []axis{
 		{"slot α", us(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 3), func(t *sim.Topology, v float64) { t.SlotAlpha = v }, func(t *sim.Topology) float64 { return t.SlotAlpha }},
@@ -459,6 +463,7 @@ var (
 	overAxes = []axis{
 		{"switch", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMSwitch = v }, func(t *sim.Topology) float64 { return t.SHMSwitch }},
 		{"core share", []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMCoreShare = v }, func(t *sim.Topology) float64 { return t.SHMCoreShare }},
+		{"memory share", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMMemShare = v }, func(t *sim.Topology) float64 { return t.SHMMemShare }},
 		{"wake", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMWake = v }, func(t *sim.Topology) float64 { return t.SHMWake }},
 	}
 )
@@ -488,11 +493,11 @@ func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (s
 		return e, nil
 	}
 	// A coordinate search finds a local minimum: start it from the grid's
-	// values nearest t's and from the grids' quarter points, and keep the
+	// values nearest t's and from the grids' eighth points, and keep the
 	// best end.
 	var best []float64
 	bestErr := math.Inf(1)
-	for _, at := range []float64{-1, 0.25, 0.5, 0.75} {
+	for _, at := range []float64{-1, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875} {
 		cur := make([]float64, len(axes))
 		for i, a := range axes {
 			if at >= 0 {
@@ -587,6 +592,9 @@ func evaluate(c config, pts []point, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "# %s\n", desc)
+	if !c.tcp {
+		fmt.Fprintf(out, "# -params %s\n", shmParams(t))
+	}
 	for _, p := range pts {
 		set := "validate"
 		if p.fit {
@@ -633,11 +641,15 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 			v = append(v, x)
 		}
 		if len(v) != 4 && len(v) != 10 {
-			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake,sleep]")
+			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake,memory share]")
 		}
 		t = shmTopo(v[0], v[1], v[2], v[3])
 		if len(v) == 10 {
-			t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMSleep = v[4], v[5], v[6], v[7], v[8], v[9]
+			if v[9] < 0.1 || v[9] > 1 {
+				// Until it was removed, the tenth value was the futex wake-up (shm_sleep).
+				return t, "", fmt.Errorf("-params: memory share %g, want 0.1 to 1", v[9])
+			}
+			t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare = v[4], v[5], v[6], v[7], v[8], v[9]
 		}
 		if err := t.Check(); err != nil {
 			return t, "", fmt.Errorf("-params: %w", err)
@@ -653,8 +665,8 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 		if t, _, err = search(t, baseAxes, pts, base); err != nil {
 			return t, "", fmt.Errorf("2-core terms: %w", err)
 		}
-		fmt.Fprintf(&desc, "shared memory, 2 cores: α %.2f µs, β %.2f ns/B, γ %.2f ns/B, memory %.0f GB/s, cache factor %.2g below %d MiB, sleep %.0f µs (fitted on %v ranks' schedules)",
-			t.SHM.Alpha*1e6, t.SHM.Beta*1e9, t.Gamma*1e9, t.MemBW/1e9, t.CacheFactor, t.CacheBytes>>20, t.SHMSleep*1e6, c.fitN)
+		fmt.Fprintf(&desc, "shared memory, 2 cores: α %.2f µs, β %.2f ns/B, γ %.2f ns/B, memory %.0f GB/s, cache factor %.2g below %d MiB (fitted on %v ranks' schedules)",
+			t.SHM.Alpha*1e6, t.SHM.Beta*1e9, t.Gamma*1e9, t.MemBW/1e9, t.CacheFactor, t.CacheBytes>>20, c.fitN)
 	} else {
 		desc.WriteString("shared memory, 2-core terms given")
 	}
@@ -670,10 +682,18 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 		fmt.Fprintf(&desc, "; group calls: slot α %.2f µs (fitted on their group calls)", t.SlotAlpha*1e6)
 	}
 	over := func(p *point) bool { return p.fit && p.cores > 0 }
-	t2, _, err = search(t, overAxes, pts, over)
+	// The memory share of ranks taking turns on several cores cannot be
+	// told from runs confined to one core: fitted only beside runs on two
+	// or more, 1 otherwise.
+	axes := overAxes
+	if !slices.ContainsFunc(pts, func(p point) bool { return over(&p) && p.cores > 1 }) {
+		axes = slices.DeleteFunc(slices.Clone(axes), func(a axis) bool { return a.name == "memory share" })
+		t.SHMMemShare = 1
+	}
+	t2, _, err = search(t, axes, pts, over)
 	switch {
 	case errors.Is(err, errNoPoints):
-		t.SHMSwitch, t.SHMCoreShare, t.SHMWake = 0, 0, 0
+		t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare = 0, 0, 0, 1
 		desc.WriteString("; no runs confined to fewer cores: no oversubscription terms")
 	case err != nil:
 		return t, "", err
@@ -689,8 +709,8 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 			}
 		}
 		slices.Sort(runs)
-		fmt.Fprintf(&desc, "; ranks > cores: switch %.2f µs per chunk, core share %.1f, wake %.2f µs per extra rank per core (fitted on ranks/cores %s)",
-			t.SHMSwitch*1e6, t.SHMCoreShare, t.SHMWake*1e6, strings.Join(runs, ", "))
+		fmt.Fprintf(&desc, "; ranks > cores: switch %.2f µs per chunk, core share %.1f, memory share %.1f, wake %.2f µs per other rank on a core (fitted on ranks/cores %s)",
+			t.SHMSwitch*1e6, t.SHMCoreShare, t.SHMMemShare, t.SHMWake*1e6, strings.Join(runs, ", "))
 	}
 	return t, desc.String(), nil
 }

@@ -65,24 +65,29 @@ func TestSHMValidationRuns(t *testing.T) {
 }
 
 // TestSHMIdle checks the model on the idle shared-memory runs kept in
-// testdata (measure.sh on an idle 2-core VM): shm-idle2 (main at f13b491,
-// with every calibration run), whose fit sim.Local() holds, and shm-idle
-// (main at b6ebe0b, 04:37 UTC, with 2 ranks on one core as the only
-// calibration run) with the terms its own fit gives (go run
-// ./scripts/simval DIR; α, β, γ, cache factor, memory, slot α, switch,
-// core share, wake, sleep). Each is fitted on its 2-rank and confined
+// testdata (measure.sh on an idle 2-core VM, every calibration run):
+// shm-idle3 (main at a15e7b9, 10:41 UTC, after a send of several ring
+// slots became an inline copy), whose fit sim.Local() holds, and two sets
+// measured before that change with the terms their own fits give (go run
+// ./scripts/simval DIR prints them as -params): shm-idle2 (main at
+// f13b491) and shm-idle (main at b6ebe0b, with 2 ranks on one core as
+// the only calibration run); of the fits found from different starts
+// (the search's minima are local), the one with the smallest mean |error|
+// on its fitting set. Each is fitted on its 2-rank and confined
 // runs only; the 4- and 8-rank points validate, the group calls among
 // them, and their count within 25% must not fall below what the model
-// reached.
+// reached. The older sets' 2-rank runs also measured a futex wake-up the
+// inline copy removed (rd at 512 KiB, 2–4× ring's time): fitting points
+// the model no longer describes; no validation point ran that path (4
+// and 8 ranks on 2 cores share them and yield instead of sleeping).
 func TestSHMIdle(t *testing.T) {
-	l := sim.Local()
 	for _, c := range []struct {
 		dir, params   string
 		within, total int
 	}{
-		{"testdata/shm-idle2", fmt.Sprintf("%g,%g,%g,%g,%g,%g,%g,%g,%g,%g", l.SHM.Alpha, l.SHM.Beta, l.Gamma, l.CacheFactor,
-			l.MemBW, l.SlotAlpha, l.SHMSwitch, l.SHMCoreShare, l.SHMWake, l.SHMSleep), 61, 86},
-		{"testdata/shm-idle", "0.75e-6,0.1e-9,0.1e-9,0.7,9e9,0.6e-6,1.5e-6,0.5,1e-6,80e-6", 52, 70},
+		{"testdata/shm-idle3", shmParams(sim.Local()), 56, 86},
+		{"testdata/shm-idle2", "5e-07,1.25e-10,7.5e-11,0.5,1e+10,2e-07,5e-07,1,2e-06,1", 69, 86},
+		{"testdata/shm-idle", "7.5e-07,1.5e-10,5e-11,0.7,1e+10,5e-07,1.5e-06,0.7,1e-06,1", 53, 70},
 	} {
 		var out bytes.Buffer
 		if err := run([]string{"-params", c.params, c.dir}, &out); err != nil {
@@ -99,17 +104,31 @@ func TestSHMIdle(t *testing.T) {
 		if !strings.Contains(s, "allgather slots     n=8          128") {
 			t.Errorf("%s: the small AllGathers of 8 ranks are not validated as group calls:\n%s", c.dir, s)
 		}
-		// The 2-rank rd at 512 KiB, two to three times ring's time: its
-		// send is too large for the ring to buffer and runs while the
-		// receive yields, using up the polling; the futex wake-up
-		// (shm_sleep) accounts for it.
-		m = regexp.MustCompile(`allreduce rd +n=2 +524288 .* ([-+][0-9.]+)%  fit`).FindStringSubmatch(s)
-		if m == nil {
-			t.Fatalf("%s: no 2-rank rd point at 512 KiB in\n%s", c.dir, s)
-		}
-		if e, _ := strconv.ParseFloat(m[1], 64); math.Abs(e) > 25 {
-			t.Errorf("%s: 2-rank rd at 512 KiB off by %v%%", c.dir, e)
-		}
+	}
+}
+
+// TestNoLateWake: since a send of several ring slots is copied inline
+// (a CPU per rank), 2-rank rd at 512 KiB costs about what ring does
+// (shm-idle3), and the model, which has no futex wake-up term, predicts
+// it within 25%.
+func TestNoLateWake(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"-params", shmParams(sim.Local()), "testdata/shm-idle3"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	m := regexp.MustCompile(`allreduce rd +n=2 +524288 +measured +([0-9.]+) .* ([-+][0-9.]+)%  fit`).FindStringSubmatch(s)
+	r := regexp.MustCompile(`allreduce ring +n=2 +524288 +measured +([0-9.]+) `).FindStringSubmatch(s)
+	if m == nil || r == nil {
+		t.Fatalf("no 2-rank rd or ring point at 512 KiB in\n%s", s)
+	}
+	rd, _ := strconv.ParseFloat(m[1], 64)
+	ring, _ := strconv.ParseFloat(r[1], 64)
+	if rd > 1.5*ring {
+		t.Errorf("2-rank rd at 512 KiB measured %v µs, ring %v: the kept set shows a late wake", rd, ring)
+	}
+	if e, _ := strconv.ParseFloat(m[2], 64); math.Abs(e) > 25 {
+		t.Errorf("2-rank rd at 512 KiB off by %v%%", e)
 	}
 }
 
@@ -120,6 +139,8 @@ func TestBadInput(t *testing.T) {
 		{"-tcp", dir},                  // no rate
 		{"-tcp", "-rate", "fast", dir}, // bad rate
 		{"-fit", "x", dir},
+		// The tenth value was the futex wake-up (shm_sleep) until it was removed.
+		{"-params", "5e-07,1.5e-10,5e-11,0.5,1.2e+10,2e-07,0,1,2.5e-06,50e-6", "testdata/shm-idle2"},
 		{},
 	} {
 		if err := run(args, &bytes.Buffer{}); err == nil {
@@ -147,7 +168,7 @@ func atoi(t *testing.T, s string) int {
 // and group calls — it was not fitted on.
 func TestConfinedFit(t *testing.T) {
 	truth := shmTopo(1e-6, 0.3e-9, 0.1e-9, 0.5)
-	truth.SHMSwitch, truth.SHMCoreShare, truth.SHMWake, truth.SlotAlpha = 3e-6, 0.7, 2.5e-6, 0.4e-6
+	truth.SHMSwitch, truth.SHMCoreShare, truth.SHMWake, truth.SlotAlpha, truth.SHMMemShare = 3e-6, 0.7, 2.5e-6, 0.4e-6, 0.6
 	dir := t.TempDir()
 	sizes := []int64{8, 32768, 1 << 20}
 	write := func(name, op, algo string, n, cores int, sizes []int64) {
@@ -170,6 +191,7 @@ func TestConfinedFit(t *testing.T) {
 	write("ar_n2_r1.csv", "allreduce", "ring,rd", 2, 0, sizes)
 	write("ar_n2_c1_r1.csv", "allreduce", "ring,rd", 2, 1, sizes)
 	write("ar_n4_c1_r1.csv", "allreduce", "ring,rd", 4, 1, sizes)
+	write("ar_n3_c2_r1.csv", "allreduce", "ring", 3, 2, []int64{8, 1 << 20, 16 << 20})
 	write("ar_n4_r1.csv", "allreduce", "ring,rd", 4, 0, sizes)
 	write("ag_n4_r1.csv", "allgather", "auto", 4, 0, []int64{2048, 1 << 20})
 	write("sl_n2_r1.csv", "allreduce", "auto", 2, 0, []int64{8, 1024})
@@ -184,7 +206,7 @@ func TestConfinedFit(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{"group calls: slot α 0.40 µs",
-		"ranks > cores: switch 3.00 µs per chunk, core share 0.7, wake 2.50 µs per extra rank per core (fitted on ranks/cores 2/1c, 4/1c)"} {
+		"ranks > cores: switch 3.00 µs per chunk, core share 0.7, memory share 0.6, wake 2.50 µs per other rank on a core (fitted on ranks/cores 2/1c, 3/2c, 4/1c)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terms not recovered (want %q):\n%s", want, s)
 		}
@@ -203,5 +225,17 @@ func TestConfinedFit(t *testing.T) {
 	}
 	if !strings.Contains(s, "allgather slots     n=4         2048") {
 		t.Errorf("the 2 KiB AllGather of 4 ranks (512 B each) is not a group call:\n%s", s)
+	}
+	// Without a calibration run on two cores or more the memory share
+	// cannot be told: it is not fitted.
+	if err := os.Remove(filepath.Join(dir, "ar_n3_c2_r1.csv")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run([]string{"-params", "1e-6,0.3e-9,0.1e-9,0.5", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "memory share 1.0, wake") {
+		t.Errorf("memory share fitted on runs confined to one core:\n%s", s)
 	}
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Checks the mechanism behind 2-rank recursive doubling at 512 KiB taking
 # two to three times ring's time over shared memory (the simulator's
-# shm_sleep): rd's 512 KiB send is larger than a ring slot, runs on a
+# shm_sleep until the late wake was fixed and the term removed): rd's 512 KiB send is larger than a ring slot, runs on a
 # worker goroutine while the receive polls, and with GOMAXPROCS 1 its copy
 # uses up the 10 µs of polling, so the receiving rank sleeps on its futex
 # and is woken late. Since TrySend copies a send of several slots inline
