@@ -108,7 +108,8 @@ func TestRootedRecords(t *testing.T) {
 // A peer naming a buffer this rank does not have, in a call whose flags
 // say the path is taken: this rank fails with ErrInvalidArgument, and
 // still sends the "done" the peer waits for, except in AllReduce (where
-// the peer would read sums this rank could not make).
+// the peer would read sums this rank could not make): there it tells the
+// peer the call is abandoned.
 func TestUnresolvableRecord(t *testing.T) {
 	for _, coll := range []sched.Coll{sched.AllGather, sched.AllReduce} {
 		t.Run(coll.String(), func(t *testing.T) {
@@ -166,6 +167,13 @@ func TestUnresolvableRecord(t *testing.T) {
 				}
 				if err := peer.Send(ctx, 0, fp, rec(FlagIn|FlagOut, 7)); err != nil {
 					t.Fatal(err)
+				}
+			} else {
+				// The peer, waiting for the middle round, is told the
+				// call is abandoned.
+				err := peer.Recv(ctx, 0, fp, got)
+				if perr := r.peerErr(&Path{Rank: 1, Size: 2, FP: fp}, 0, err); !errors.Is(perr, errAbandoned) {
+					t.Fatalf("the peer got %v, want the abandon record", err)
 				}
 			}
 			res := <-done

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
 	"github.com/hcomm-go/hcomm/internal/rma"
+	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 // Buf is one registered buffer of a communicator.
@@ -55,6 +56,8 @@ type Registry struct {
 	all  []byte // size records: what each rank sent here
 	recs []record
 	red  reduction // the call's reduction, while it runs
+	// abandonFP is the fingerprint of abandon's records (setAbandonFP).
+	abandonFP wire.Fingerprint
 }
 
 // Live returns the number of live buffers.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -332,6 +333,10 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		if err := r.decode(p); err != nil {
 			flags, _, _, _, _, e := Decode(r.all[p*RecSize:])
 			if e != nil {
+				// This rank cannot tell what the sender decided, so not
+				// whether the others took the path: it abandons the call
+				// and tells them (abandon).
+				r.abandon(ctx, z)
 				return false, err
 			}
 			r.recs[p], bad = record{flags: flags}, cmp.Or(bad, err)
@@ -349,10 +354,13 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		// The others decide from the same flags: they take the path and
 		// wait for this rank's "done". They read only its input, which
 		// is sound, except in AllReduce, where they would read segments
-		// of its output that it cannot reduce: there they are left to
-		// fail (their timeout) rather than return wrong sums.
+		// of its output that it cannot reduce: there they are told the
+		// call is abandoned (the round they wait in fails) rather than
+		// return wrong sums.
 		if k.Coll != sched.AllReduce {
 			r.round(ctx, z, false, nil)
+		} else {
+			r.abandon(ctx, z)
 		}
 		return false, bad
 	}
@@ -489,11 +497,64 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 		return err
 	}
 	if err := r.move(ctx, z, k); err != nil {
+		// The peers wait for this rank's "done" (or AllReduce's middle
+		// round): they fail at once instead.
+		r.abandon(ctx, z)
 		return err
 	}
 	// Done: nobody reads or writes another rank's memory after this. The
 	// own block of an AllGather or AllToAll is copied meanwhile.
 	return r.round(ctx, z, false, k)
+}
+
+// errAbandoned is the cause of the error a rank's symmetric call returns
+// when a peer abandoned it (abandon).
+var errAbandoned = errors.New("it abandoned the zero-copy call: a record it received was malformed, or named memory it could not use")
+
+// setAbandonFP sets r.abandonFP to the fingerprint of an abandon message of
+// the call fp: fp with Count bit-inverted, which matches no message of
+// any call.
+func (r *Registry) setAbandonFP(fp *wire.Fingerprint) *wire.Fingerprint {
+	r.abandonFP = *fp
+	r.abandonFP.Count = ^fp.Count
+	return &r.abandonFP
+}
+
+// abandon tells every peer that this rank leaves a symmetric call it
+// cannot complete, whatever each peer decided: a record under another
+// fingerprint (setAbandonFP). A peer waiting in a record round for this
+// rank's next record fails at once with a *errs.PeerError (ErrAborted,
+// errAbandoned: peerErr); a peer that ran the call's program instead
+// fails on it with an *errs.MismatchError, which a message of the
+// program could never be taken for. Where the transport takes the record
+// at once (shm, mux: transport.Eager) nothing here waits; where it
+// does not (the in-process transport of tests) the Send may wait for the
+// peer, until ctx ends. Either way the failed call then aborts the
+// communicator, which tells the peers too.
+func (r *Registry) abandon(ctx context.Context, z *Path) {
+	fp := r.setAbandonFP(z.FP)
+	encode(r.mine, 0, 0, 0, 0, 0)
+	eg, eager := z.T.(transport.Eager)
+	for p := range z.Size {
+		switch {
+		case p == z.Rank:
+		case eager:
+			eg.TrySend(ctx, p, fp, r.mine[:RecSize])
+		default:
+			z.T.Send(ctx, p, fp, r.mine[:RecSize])
+		}
+	}
+}
+
+// peerErr is the error of a wait for rank p's record in a symmetric
+// call: a *errs.PeerError saying p abandoned the call when p's message
+// was abandon's, else err.
+func (r *Registry) peerErr(z *Path, p int, err error) error {
+	var m *errs.MismatchError
+	if errors.As(err, &m) && m.Peer == p && m.Remote == *r.setAbandonFP(z.FP) {
+		return &errs.PeerError{Peer: p, Kind: errs.ErrAborted, Cause: errAbandoned}
+	}
+	return err
 }
 
 // send sends b to rank p: at once where the transport takes it
@@ -563,18 +624,18 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 		switch {
 		case sent&(1<<p) != 0:
 			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
-				return err
+				return r.peerErr(z, p, err)
 			}
 		case me < p:
 			if err := z.T.Send(ctx, p, z.FP, rec(p)); err != nil {
 				return err
 			}
 			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
-				return err
+				return r.peerErr(z, p, err)
 			}
 		default:
 			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
-				return err
+				return r.peerErr(z, p, err)
 			}
 			if err := z.T.Send(ctx, p, z.FP, rec(p)); err != nil {
 				return err

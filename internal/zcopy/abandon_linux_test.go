@@ -1,0 +1,221 @@
+package zcopy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/reduce"
+	"github.com/hcomm-go/hcomm/internal/rma"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/transport/shm"
+	"github.com/hcomm-go/hcomm/internal/wire"
+)
+
+// kv is a rendezvous store for ranks that are goroutines of one process.
+type kv struct {
+	mu      sync.Mutex
+	m       map[string][]byte
+	changed chan struct{}
+}
+
+func (s *kv) Set(_ context.Context, key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = append([]byte(nil), value...)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return nil
+}
+
+func (s *kv) Get(ctx context.Context, key string) ([]byte, error) {
+	for {
+		s.mu.Lock()
+		v, ok := s.m[key]
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// corrupting is a transport whose first record to rank to (a message of
+// RecSize bytes under the call's fingerprint) goes out with a bad magic.
+type corrupting struct {
+	*shm.Transport
+	to   int
+	done bool
+}
+
+func (c *corrupting) bad(peer int, p []byte) []byte {
+	if c.done || peer != c.to || len(p) != RecSize {
+		return p
+	}
+	c.done = true
+	q := append([]byte(nil), p...)
+	q[0]++
+	return q
+}
+
+func (c *corrupting) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	return c.Transport.Send(ctx, peer, fp, c.bad(peer, p))
+}
+
+func (c *corrupting) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error) {
+	q := c.bad(peer, p)
+	ok, err := c.Transport.TrySend(ctx, peer, fp, q)
+	if !ok && len(q) > 0 && &q[0] != &p[0] {
+		c.done = false // not sent: the next attempt is corrupted instead
+	}
+	return ok, err
+}
+
+// shmPair makes two shm transports between goroutines and a registered
+// buffer of n bytes on each, mapped by the other.
+func shmPair(t *testing.T, ctx context.Context, n int) ([2]*shm.Transport, [2]*Registry, [2]*Buf) {
+	t.Helper()
+	store := &kv{m: map[string][]byte{}, changed: make(chan struct{})}
+	var ts [2]*shm.Transport
+	var rs [2]*Registry
+	var bs [2]*Buf
+	var wg sync.WaitGroup
+	var errs [2]error
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr, err := shm.New(ctx, shm.Config{Rank: r, Size: 2, Local: []int{0, 1}, KV: store})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			ts[r] = tr
+			fp := &wire.Fingerprint{Seq: 1 << 40}
+			b, err := rma.NewBuffer(ctx, rma.BufferParams{Rank: r, Size: 2, N: n,
+				Exchange: func(ctx context.Context, rec []byte) ([]byte, error) {
+					all := make([]byte, 2*rma.RecordSize)
+					copy(all[r*rma.RecordSize:], rec)
+					if err := tr.Send(ctx, 1-r, fp, rec); err != nil {
+						return nil, err
+					}
+					return all, tr.Recv(ctx, 1-r, fp, all[(1-r)*rma.RecordSize:(2-r)*rma.RecordSize])
+				}})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			rs[r] = &Registry{}
+			bs[r] = rs[r].Add(2, b)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for r := range 2 {
+			if bs[r] != nil {
+				rs[r].Release(bs[r])
+			}
+			if ts[r] != nil {
+				ts[r].Close()
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Skipf("no shared memory here: %v", err)
+		}
+	}
+	if !bs[0].B.Shared || !bs[1].B.Shared {
+		t.Skip("the buffers are not mapped by both ranks here")
+	}
+	return ts, rs, bs
+}
+
+// A malformed record in a symmetric call, over the shm transport with
+// registered buffers: the rank that receives it fails with
+// ErrInvalidArgument, and the peer, which took the path and waits for
+// that rank's next record, fails at once with ErrAborted naming it
+// instead of waiting for its deadline (the test's one-minute context is
+// only a guard: the old code failed it). Where the peer did not take the
+// path (the other rank's input is not registered) it runs the program,
+// whose first receive from that rank fails with a mismatch instead of
+// taking the abandon record for data.
+func TestMalformedRecordShm(t *testing.T) {
+	for _, tc := range []struct {
+		coll   sched.Coll
+		unreg0 bool // rank 0's input is not registered: rank 1 runs the program
+	}{
+		{coll: sched.AllGather},
+		{coll: sched.AllToAll},
+		{coll: sched.AllReduce},
+		{coll: sched.AllGather, unreg0: true},
+	} {
+		t.Run(fmt.Sprintf("%v/unreg0=%v", tc.coll, tc.unreg0), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const n = 4096
+			ts, rs, bs := shmPair(t, ctx, 2*n)
+			var wg sync.WaitGroup
+			var res [2]error
+			var took [2]bool
+			for r := range 2 {
+				m := bs[r].B.Bytes()
+				k := &Call{Coll: tc.coll, DT: reduce.Uint8, Op: reduce.Sum, In: m[:n], Out: m[n : 2*n], Count: n / 2}
+				if tc.coll == sched.AllToAll {
+					k.Count = n / 2
+				}
+				if tc.coll == sched.AllReduce {
+					k.Count = n
+				}
+				if tc.unreg0 && r == 0 {
+					k.In = make([]byte, n)
+				}
+				var tr transport.Transport = ts[r]
+				if r == 1 {
+					tr = &corrupting{Transport: ts[1], to: 0}
+				}
+				fp := &wire.Fingerprint{Seq: 1, Coll: tc.coll, Count: int64(k.Count)}
+				z := &Path{Rank: r, Size: 2, T: tr, FP: fp, Min: 1}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					took[r], res[r] = rs[r].Begin(ctx, z, k)
+					switch {
+					case res[r] == nil && took[r]:
+						res[r] = rs[r].Finish(ctx, z, k)
+					case res[r] == nil:
+						// The program's first message from rank 0.
+						res[r] = tr.Recv(ctx, 0, fp, make([]byte, RecSize))
+					}
+				}()
+			}
+			wg.Wait()
+			if ctx.Err() != nil {
+				t.Fatalf("a rank waited for its deadline: %v, %v", res[0], res[1])
+			}
+			if !errors.Is(res[0], errs.ErrInvalidArgument) {
+				t.Errorf("rank 0: %v, want ErrInvalidArgument", res[0])
+			}
+			var pe *errs.PeerError
+			var me *errs.MismatchError
+			switch {
+			case tc.unreg0:
+				if took[1] || !errors.As(res[1], &me) || me.Peer != 0 {
+					t.Errorf("rank 1 (took %v): %v, want a mismatch with rank 0", took[1], res[1])
+				}
+			case !took[1] || !errors.As(res[1], &pe) || pe.Peer != 0 || !errors.Is(res[1], errs.ErrAborted) || !errors.Is(res[1], errAbandoned):
+				t.Errorf("rank 1 (took %v): %v, want rank 0 abandoned the call", took[1], res[1])
+			}
+		})
+	}
+}
