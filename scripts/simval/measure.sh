@@ -11,6 +11,14 @@
 #     (ar_nN_cC_rR.csv, sl_nN_cC_rR.csv; C = 1, or 2 for 3 ranks).
 # The validated combinations of ranks and cores (4 and 8 ranks on 2 cores)
 # are never among the calibration runs.
+# CAL=1 adds, three runs each, calibration runs that tell the formulas for
+# more ranks than cores apart (they agree on every run above):
+#   6 ranks on the two cores (ar_n6_c2_rR.csv, sl_n6_c2_rR.csv, fitted on
+#     like the others): a schedule's wait costs 2 wakes per core-local
+#     formula, 2.5 per other rank per core, a group call 2.5 or 4;
+#   2 ranks on the two cores with HCOMM_YIELD=1 (yield_ar_n2_rR.csv,
+#     yield_sl_n2_rR.csv, which simval does not read): the cost of polling
+#     with sched_yield when no rank shares a core, beside ar_n2_rR.csv.
 # Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval [-md] dir
 # Run it on an idle machine: small messages over shared memory are the
 # scheduler's time when other jobs share the cores. BOOST=1 runs it in a
@@ -47,4 +55,10 @@ for rep in 1 2 3; do
 	done
 	ar 3 >"$out/ar_n3_c2_r${rep}.csv"
 	sl 3 >"$out/sl_n3_c2_r${rep}.csv"
+	if [ "${CAL:-0}" = 1 ]; then
+		ar 6 taskset -c 0,1 >"$out/ar_n6_c2_r${rep}.csv"
+		sl 6 taskset -c 0,1 >"$out/sl_n6_c2_r${rep}.csv"
+		ar 2 env HCOMM_YIELD=1 >"$out/yield_ar_n2_r${rep}.csv"
+		sl 2 env HCOMM_YIELD=1 >"$out/yield_sl_n2_r${rep}.csv"
+	fi
 done
