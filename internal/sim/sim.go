@@ -226,6 +226,9 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		t.Gamma *= t.CacheFactor
 		t.CopyBeta *= t.CacheFactor
 		t.MemBW /= t.CacheFactor // the cache serves the copies, not memory
+		if t.oversubscribed(n) && t.SHMMemShare > 0 {
+			t.MemBW /= t.SHMMemShare // nothing is evicted between turns
+		}
 	}
 	if t.hostOf != nil && len(t.hostOf) != n {
 		return Result{}, fmt.Errorf("sim: the topology file places %d ranks, not %d", len(t.hostOf), n)

@@ -735,18 +735,20 @@ func TestSlots(t *testing.T) {
 }
 
 // TestMemShare: a host running more ranks than cores gets SHMMemShare of
-// its memory bandwidth; one with a core per rank all of it.
+// its memory bandwidth beyond the cache; one with a core per rank all of
+// it, and so does a host whose ranks' buffers and rings fit in the cache.
 func TestMemShare(t *testing.T) {
 	const mib = 1 << 20
 	ring := lookup(t, sched.AllReduce, "ring")
 	for _, c := range []struct {
 		n     int
+		cache int64
 		slows bool
-	}{{2, false}, {8, true}} {
+	}{{2, 0, false}, {8, 0, true}, {8, 1 << 30, false}} {
 		var ts [2]float64
 		for i, share := range []float64{1, 0.5} {
 			tp := Local()
-			tp.CacheBytes, tp.SHMMemShare = 0, share
+			tp.CacheBytes, tp.SHMMemShare = c.cache, share
 			tp.SHM.Beta = 0.01e-9 // memory-bound
 			r, err := Simulate(tp, ring, sched.AllReduce, c.n, 16*mib, Options{})
 			if err != nil {
@@ -755,7 +757,7 @@ func TestMemShare(t *testing.T) {
 			ts[i] = r.Time
 		}
 		if slower := ts[1] > 1.5*ts[0]; slower != c.slows || !c.slows && ts[1] != ts[0] {
-			t.Errorf("%d ranks on 2 cores: %g s with all the memory bandwidth, %g s with half", c.n, ts[0], ts[1])
+			t.Errorf("%d ranks on 2 cores, %d B of cache: %g s with all the memory bandwidth, %g s with half", c.n, c.cache, ts[0], ts[1])
 		}
 	}
 }

@@ -115,10 +115,12 @@ type Topology struct {
 	// outnumber cores. 0 means 1: the whole copy holds a core.
 	SHMCoreShare float64 `json:"shm_core_share,omitempty"`
 	// SHMMemShare is the fraction of MemBW a host gets while it runs more
-	// ranks than Cores. Its copies still share the memory as any host's
-	// do (one FIFO server of MemBW), but ranks taking turns on a core
-	// evict each other's buffers and ring slots from the caches between
-	// their turns, so the same bytes cost more memory traffic. 0 means 1.
+	// ranks than Cores and what they touch does not fit in CacheBytes.
+	// Its copies still share the memory as any host's do (one FIFO server
+	// of MemBW), but ranks taking turns on a core evict each other's
+	// buffers and ring slots from the caches between their turns, so the
+	// same bytes cost more memory traffic; when all of it fits, nothing is
+	// evicted. 0 means 1.
 	SHMMemShare float64 `json:"shm_mem_share,omitempty"`
 	// SHMEager and NetEager are the largest sends the transports buffer
 	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
@@ -165,7 +167,8 @@ func Default() Topology {
 // 8 MiB, 24 MiB with its rings, runs at memory speed). On 2 ranks' group
 // calls: a slot α of 0.2 µs. On 2, 3 and 4 ranks confined to one core and
 // 3 ranks on two (more ranks than cores): a switch of 0.5 µs per chunk, a
-// copy occupying a core for all of its b·β, 0.6 of the memory bandwidth,
+// copy occupying a core for all of its b·β, 0.7 of the memory bandwidth
+// beyond the cache,
 // and a wake of 2 µs per other rank on a waiting rank's core (per other
 // rank per core for a group call).
 func Local() Topology {
@@ -183,7 +186,7 @@ func Local() Topology {
 	t.SlotAlpha = 0.2e-6
 	t.SHMSwitch = 0.5e-6
 	t.SHMCoreShare = 1
-	t.SHMMemShare = 0.6
+	t.SHMMemShare = 0.7
 	t.SHMWake = 2e-6
 	return t
 }

@@ -85,7 +85,7 @@ func TestSHMIdle(t *testing.T) {
 		dir, params   string
 		within, total int
 	}{
-		{"testdata/shm-idle3", shmParams(sim.Local()), 56, 86},
+		{"testdata/shm-idle3", shmParams(sim.Local()), 59, 86},
 		{"testdata/shm-idle2", "5e-07,1.25e-10,7.5e-11,0.5,1e+10,2e-07,5e-07,1,2e-06,1", 69, 86},
 		{"testdata/shm-idle", "7.5e-07,1.5e-10,5e-11,0.7,1e+10,5e-07,1.5e-06,0.7,1e-06,1", 53, 70},
 	} {
