@@ -83,7 +83,7 @@ func (c *corrupting) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint
 
 // shmPair makes two shm transports between goroutines and a registered
 // buffer of n bytes on each, mapped by the other.
-func shmPair(t *testing.T, ctx context.Context, n int) ([2]*shm.Transport, [2]*Registry, [2]*Buf) {
+func shmPair(t testing.TB, ctx context.Context, n int) ([2]*shm.Transport, [2]*Registry, [2]*Buf) {
 	t.Helper()
 	store := &kv{m: map[string][]byte{}, changed: make(chan struct{})}
 	var ts [2]*shm.Transport

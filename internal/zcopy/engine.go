@@ -2,6 +2,8 @@ package zcopy
 
 import (
 	"runtime"
+
+	"github.com/hcomm-go/hcomm/internal/reduce"
 	"sync"
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
@@ -71,12 +73,23 @@ func (x *Engine) Close() {
 	}
 }
 
+// symStreamMin is the least block a symmetric call (AllGather, AllToAll,
+// AllReduce's copies: every rank copying at once) writes around the
+// caches; the rooted calls use reduce.StreamMin. It is reduce.StreamMin
+// too: under load, plain stores were neither faster nor slower at any
+// size (BENCHMARKS.md); BenchmarkSymmetric sets it to compare.
+var symStreamMin = reduce.StreamMin
+
 // copy copies a block into the call's output, split over the engine's
-// workers when there is one and the block is large.
+// workers when there is one and the block is large, else written around
+// the caches from r.ntMin bytes.
 func (r *Registry) copy(dst, src []byte) {
-	if r.Split != nil {
+	switch {
+	case r.Split != nil:
 		r.Split.Copy(dst, src)
-		return
+	case len(dst) >= r.ntMin:
+		reduce.CopyStream(dst, src)
+	default:
+		copy(dst, src)
 	}
-	Copy(dst, src)
 }

@@ -56,6 +56,9 @@ type Registry struct {
 	all  []byte // size records: what each rank sent here
 	recs []record
 	red  reduction // the call's reduction, while it runs
+	// ntMin is the least block the running call writes around the
+	// caches (Finish sets it).
+	ntMin int
 	// abandonFP is the fingerprint of abandon's records (setAbandonFP).
 	abandonFP wire.Fingerprint
 }

@@ -467,6 +467,10 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 	if z.done {
 		return nil
 	}
+	r.ntMin = reduce.StreamMin
+	if shapeOf(k) == symmetric {
+		r.ntMin = symStreamMin
+	}
 	switch shapeOf(k) {
 	case fromRoot:
 		if z.Rank != k.Root {
