@@ -178,16 +178,17 @@ func printTopo(w io.Writer, t *topo.Topology, interGbit float64) {
 	}
 	fmt.Fprintf(w, "allreduce choice (inter-host %g Gbit/s):", interGbit)
 	for _, b := range []float64{8, 64 << 10, 1 << 20, 16 << 20, 256 << 20} {
-		fmt.Fprintf(w, " %s=%s", sizeName(b), plannerChoice(l, b, interGbit))
+		fmt.Fprintf(w, " %s=%s", sizeName(b), plannerChoice(l, b, interGbit, t.Crowd()))
 	}
 	fmt.Fprintln(w)
 }
 
 // plannerChoice returns the AllReduce the planner picks for a float32
-// vector of bytes bytes on layout l with inter-host links of interGbit:
-// a communicator of one host is costed with the memory model, one across
-// hosts with the network model and the inter-host link.
-func plannerChoice(l algo.Layout, bytes float64, interGbit float64) string {
+// vector of bytes bytes on layout l with inter-host links of interGbit
+// and crowd ranks per CPU on the most crowded kernel: a communicator of
+// one host is costed with the memory model, one across hosts with the
+// network model and the inter-host link.
+func plannerChoice(l algo.Layout, bytes, interGbit, crowd float64) string {
 	n := 0
 	for _, h := range l.Hosts {
 		n += len(h)
@@ -200,6 +201,7 @@ func plannerChoice(l algo.Layout, bytes float64, interGbit float64) string {
 	if err := p.SetLayout(l); err != nil {
 		return "?"
 	}
+	p.SetCrowd(crowd)
 	if len(l.Hosts) > 1 {
 		p.SetInterLink(algo.Link{Alpha: plan.NetworkModel.Alpha, Beta: 8 / (interGbit * 1e9)})
 	}

@@ -110,6 +110,8 @@ func ForLayout(l Layout) []Algorithm {
 		defLayout(l, sched.Broadcast, "hier", hierBroadcast, hierBroadcastCost),
 		defLayout(l, sched.Reduce, "hier", hierReduce, hierReduceCost),
 		defLayout(l, sched.Barrier, "hier", hierBarrier, hierBarrierCost),
+		defLayout(l, sched.AllReduce, "rail", railAllReduce, railAllReduceCost),
+		defLayout(l, sched.Barrier, "rail", railBarrier, railBarrierCost),
 	}
 }
 

@@ -75,7 +75,8 @@ func TestVerifyLayouts(t *testing.T) {
 	rng := newRand(12)
 	family := shapes(rng, testing.Short() || raceEnabled)
 	for _, name := range []string{"AllReduce/hring", "AllReduce/hier", "AllGather/hring", "ReduceScatter/hring", "Broadcast/hier", "Barrier/hier",
-		"AllReduce/leader", "AllGather/hier", "ReduceScatter/hier", "Reduce/hier"} {
+		"AllReduce/leader", "AllGather/hier", "ReduceScatter/hier", "Reduce/hier",
+		"AllReduce/rail", "Barrier/rail"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := newRand(uint64(len(name)))
@@ -217,6 +218,9 @@ func TestGoldenLayouts(t *testing.T) {
 		{"reduce_hier_3_2_interleaved_root3.txt", []int{3, 2}, true, "hier", sched.Uniform(sched.Reduce, 5, 4, 3, false)},
 		{"allgather_hier_3_1_2_interleaved.txt", []int{3, 1, 2}, true, "hier", sched.Uniform(sched.AllGather, 6, 2, 0, false)},
 		{"reducescatter_hier_2_3_inplace.txt", []int{2, 3}, false, "hier", sched.Uniform(sched.ReduceScatter, 5, 2, 0, true)},
+		{"allreduce_rail_2x2.txt", []int{2, 2}, false, "rail", sched.Uniform(sched.AllReduce, 4, 2, 0, false)},
+		{"allreduce_rail_3_2_3_interleaved_inplace.txt", []int{3, 2, 3}, true, "rail", sched.Uniform(sched.AllReduce, 8, 2, 0, true)},
+		{"barrier_rail_3_1_2.txt", []int{3, 1, 2}, false, "rail", sched.Spec{Coll: sched.Barrier, N: 6}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -263,8 +267,16 @@ func TestLayoutCost(t *testing.T) {
 	// Small messages: the leader form's few steps win over the rails';
 	// large ones the reverse.
 	four := layout([]int{4, 4, 4, 4}, false)
-	if got := ChooseAllReduce(four, 8, lc); got != "leader" {
-		t.Errorf("4×4 at 8 B picks %s, want leader", got)
+	if got := ChooseAllReduce(four, 8, lc); got != "rail" {
+		t.Errorf("4×4 at 8 B picks %s, want rail (no step inside a host before the exchange)", got)
+	}
+	crowded := lc
+	crowded.Crowd = 2 // 4 hosts of 4 ranks as namespaces of 8-CPU machines
+	if got := ChooseAllReduce(four, 8, crowded); got != "leader" {
+		t.Errorf("4×4 at 8 B, 2 ranks per CPU, picks %s, want leader", got)
+	}
+	if got := ChooseAllReduce(four, 64<<10, lc); got != "leader" {
+		t.Errorf("4×4 at 64 KiB picks %s, want leader", got)
 	}
 	if got := ChooseAllReduce(four, m, lc); got != "hier" {
 		t.Errorf("4×4 at 64 MiB picks %s, want hier", got)

@@ -13,10 +13,14 @@ type Link struct{ Alpha, Beta float64 }
 // LinkCosts are the link classes a layout's algorithms are costed with:
 // Intra between ranks of one host, Inter between hosts (the host's NIC,
 // shared by every rank of the host that sends across at once), and Gamma
-// seconds per byte reduced.
+// seconds per byte reduced. Crowd is the most ranks per CPU on a kernel
+// of the layout (topo.Topology.Crowd: hosts that are network namespaces
+// of one machine share its CPUs); 0 or at most 1 means every rank has a
+// CPU of its own.
 type LinkCosts struct {
 	Intra, Inter Link
 	Gamma        float64
+	Crowd        float64
 }
 
 // The cost functions of the layout algorithms (Algorithm.LinkCost) follow,
@@ -43,6 +47,17 @@ func (l Layout) shape() (n, H, Lmax, Lmin int) {
 func lg(k int) float64 { return math.Ceil(math.Log2(float64(k))) }
 
 func (lk Link) time(bytes float64) float64 { return lk.Alpha + lk.Beta*bytes }
+
+// railInter is the time of a step of the rail forms, in which w ranks of
+// each host send a message of m bytes to another host at once, one each.
+// The bytes take turns on the host's NIC. The per-message work (α: the
+// network stacks of both ends, the wake-ups) overlaps when each rank has
+// a CPU of its own; on a crowded kernel (Crowd > 1) the w messages' work
+// shares its CPUs and stretches by up to w.
+func (lc LinkCosts) railInter(w int, m float64) float64 {
+	f := min(max(lc.Crowd, 1), float64(w))
+	return f*lc.Inter.Alpha + float64(w)*lc.Inter.Beta*m
+}
 
 // ringStep is the time of one step of a ring in order moving m bytes on
 // every edge.

@@ -59,6 +59,21 @@ func (p *Planner) SetInterLink(l algo.Link) {
 	p.mu.Unlock()
 }
 
+// SetCrowd tells the planner how many ranks share each CPU on the most
+// crowded kernel of the layout (topo.Topology.Crowd; 0, the default, or at
+// most 1: every rank has a CPU of its own). Network namespaces of one
+// machine are hosts of their own that share its CPUs: there, messages
+// that several ranks of a host send between hosts at once take turns on
+// the CPUs instead of overlapping (algo.LinkCosts.Crowd), which makes the
+// rail forms of AllReduce and Barrier cost more than the leader forms.
+// Call it before the first collective.
+func (p *Planner) SetCrowd(c float64) {
+	p.crowd = c
+}
+
+// Crowd returns what SetCrowd set.
+func (p *Planner) Crowd() float64 { return p.crowd }
+
 // InterLink returns what SetInterLink set, and false if it was not called.
 func (p *Planner) InterLink() (algo.Link, bool) {
 	if p.inter == nil {
@@ -73,7 +88,7 @@ func (p *Planner) Layout() (algo.Layout, bool) { return p.lay, p.layout != nil }
 // linkCosts returns the link classes the layout algorithms are costed with.
 func (p *Planner) linkCosts() algo.LinkCosts {
 	lc := algo.LinkCosts{Intra: algo.Link{Alpha: MemoryModel.Alpha, Beta: MemoryModel.Beta},
-		Inter: algo.Link{Alpha: p.model.Alpha, Beta: p.model.Beta}, Gamma: p.model.Gamma}
+		Inter: algo.Link{Alpha: p.model.Alpha, Beta: p.model.Beta}, Gamma: p.model.Gamma, Crowd: p.crowd}
 	if p.inter != nil {
 		lc.Inter = *p.inter
 	}
@@ -276,6 +291,7 @@ func (q *Planner) Inherit(p *Planner, parents []int) error {
 	if in, ok := p.InterLink(); ok && len(sl.Hosts) > 1 {
 		q.SetInterLink(in)
 	}
+	q.SetCrowd(p.Crowd())
 	return nil
 }
 

@@ -39,7 +39,11 @@ func TestLayoutChoice(t *testing.T) {
 		{"reduce small", &consecutive, "", sched.Reduce, 8, "binomial"},
 		{"reduce small interleaved", &interleaved, "", sched.Reduce, 8, "hier"},
 		{"one host", &algo.Layout{Hosts: [][]int{{0, 1, 2, 3}}}, "", sched.AllGather, 4 << 20, "rd"},
-		{"barrier", &consecutive, "", sched.Barrier, 0, "hier"},
+		// Every rank exchanges with its peer on the other host at once,
+		// then inside its host: one step fewer than through a leader.
+		{"barrier", &consecutive, "", sched.Barrier, 0, "rail"},
+		{"allreduce small", &consecutive, "", sched.AllReduce, 8, "rail"},
+		{"allreduce small interleaved", &interleaved, "", sched.AllReduce, 8, "rail"},
 		{"override", &consecutive, "allreduce=hring", sched.AllReduce, 8, "hring"},
 		{"override without layout", nil, "allreduce=hier", sched.AllReduce, 8, "hier"},
 		{"bare name", &consecutive, "hier", sched.Broadcast, 8, "hier"},
@@ -83,8 +87,8 @@ func TestLayoutChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := sched.Uniform(sched.AllReduce, 16, 16, 0, false)
-	if a, _ := p.Choose(small, 4); a.Name != "leader" {
-		t.Errorf("4×4 at 64 B picks %s, want leader", a.Name)
+	if a, _ := p.Choose(small, 4); a.Name != "rail" {
+		t.Errorf("4×4 at 64 B picks %s, want rail", a.Name)
 	}
 	mid := sched.Uniform(sched.AllReduce, 16, 64<<10, 0, false)
 	before, _ := p.Choose(mid, 4)
@@ -187,5 +191,66 @@ func TestFlatOnHosts(t *testing.T) {
 	v := sched.Spec{Coll: sched.AllGather, N: 4, Counts: []int{1, 2, 3, 4}}
 	if q.pricesLinks(v, 4) {
 		t.Error("uneven AllGather priced by links")
+	}
+}
+
+// TestCrowdedKernel: hosts that are network namespaces of one machine
+// share its CPUs (topo.Topology.Crowd > 1). The rail forms' messages
+// between hosts, one per rank at once, then take turns on the CPUs, so the
+// leader forms (one message per host) are picked; with a CPU per rank the
+// rails' step fewer wins. The setting reaches split communicators.
+func TestCrowdedKernel(t *testing.T) {
+	for _, tt := range []struct {
+		crowd            float64
+		hosts            [][]int
+		allreduce, barrr string
+	}{
+		{0, [][]int{{0, 1}, {2, 3}}, "rail", "rail"},
+		{1, [][]int{{0, 1}, {2, 3}}, "rail", "rail"},
+		{2, [][]int{{0, 1}, {2, 3}}, "leader", "hier"},
+		{2, [][]int{{0, 2}, {1, 3}}, "leader", "hier"},
+		{4, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}, "leader", "hier"},
+		// With 4 ranks a host the rails' dissemination inside the host
+		// takes the 2 steps of the leader's gather and release: a tie,
+		// which the earlier registered form wins.
+		{1, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}, "rail", "hier"},
+	} {
+		n := 0
+		for _, rs := range tt.hosts {
+			n += len(rs)
+		}
+		p := New(0, n, NetworkModel, nil)
+		if err := p.SetLayout(algo.Layout{Hosts: tt.hosts}); err != nil {
+			t.Fatal(err)
+		}
+		p.SetInterLink(algo.Link{Alpha: NetworkModel.Alpha, Beta: 8 / 10e9})
+		p.SetCrowd(tt.crowd)
+		ar, err := p.Choose(sched.Uniform(sched.AllReduce, n, 2, 0, false), 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := p.Choose(sched.Spec{Coll: sched.Barrier, N: n}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ar.Name != tt.allreduce || br.Name != tt.barrr {
+			t.Errorf("%v, crowd %v: AllReduce 8 B %s, Barrier %s; want %s, %s", tt.hosts, tt.crowd, ar.Name, br.Name, tt.allreduce, tt.barrr)
+		}
+		// Larger vectors go through one leader per host whatever the
+		// crowd: the rails' bytes take turns on the NIC.
+		if a, _ := p.Choose(sched.Uniform(sched.AllReduce, n, 4<<10, 0, false), 4); a.Name != "leader" {
+			t.Errorf("%v, crowd %v: AllReduce 16 KiB %s, want leader", tt.hosts, tt.crowd, a.Name)
+		}
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		q := New(0, n, NetworkModel, nil)
+		if err := q.Inherit(p, all); err != nil {
+			t.Fatal(err)
+		}
+		if q.Crowd() != tt.crowd {
+			t.Errorf("crowd %v inherited as %v", tt.crowd, q.Crowd())
+		}
 	}
 }

@@ -122,6 +122,7 @@ type Planner struct {
 	lay    algo.Layout
 	hosts  int
 	inter  *algo.Link             // SetInterLink; nil: the model's α and β
+	crowd  float64                // SetCrowd: ranks per CPU on the most crowded kernel
 	ratios map[linkKey]linkRatios // onHosts' measurements, under mu
 
 	// last is the most recent uniform lookup: a loop of identical calls

@@ -289,6 +289,46 @@ func (t *Topology) SharedMachines() [][]int {
 	return out
 }
 
+// Crowd returns the most ranks per CPU on any kernel of the job: the ranks
+// of the hosts that share a kernel (SharedMachines; a host without a boot
+// id is a kernel of its own) over the CPUs of its NUMA nodes (or, when
+// none are known, the CPUs its ranks may run on). A value above 1 means
+// ranks of that kernel take turns on its CPUs, so messages they send at
+// once do not overlap; 0 when no kernel's CPUs are known.
+func (t *Topology) Crowd() float64 {
+	ranks := map[string]int{}
+	cpus := map[string]map[int]bool{}
+	for h, host := range t.Hosts {
+		k := host.Machine
+		if k == "" {
+			k = fmt.Sprintf("host %d", h)
+		}
+		ranks[k] += len(host.Ranks)
+		if cpus[k] == nil {
+			cpus[k] = map[int]bool{}
+		}
+		for _, n := range host.Nodes {
+			for _, c := range n.CPUs {
+				cpus[k][c] = true
+			}
+		}
+		if len(host.Nodes) == 0 {
+			for _, r := range host.Ranks {
+				for _, c := range t.Ranks[r].CPUs {
+					cpus[k][c] = true
+				}
+			}
+		}
+	}
+	most := 0.0
+	for k, n := range ranks {
+		if c := len(cpus[k]); c > 0 {
+			most = max(most, float64(n)/float64(c))
+		}
+	}
+	return most
+}
+
 // Size returns the number of ranks.
 func (t *Topology) Size() int { return len(t.Ranks) }
 

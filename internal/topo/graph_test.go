@@ -86,6 +86,17 @@ func TestSharedMachines(t *testing.T) {
 	if got := topo.SharedMachines(); !reflect.DeepEqual(got, [][]int{{0, 2}}) {
 		t.Errorf("SharedMachines = %v, want [[0 2]]", got)
 	}
+	// Machine m1 runs 4 ranks on its 2 CPUs; m2 2 on 2.
+	if got := topo.Crowd(); got != 2 {
+		t.Errorf("Crowd = %v, want 2 (4 ranks of hosts h0 and h2 on one kernel's 2 CPUs)", got)
+	}
+	alone, err := Build(cardsOn([]int{0, 0, 1, 1}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := alone.Crowd(); got != 1 {
+		t.Errorf("Crowd of hosts with kernels of their own = %v, want 1", got)
+	}
 	var sb strings.Builder
 	topo.Format(&sb)
 	if want := "hosts h0/net:[1]/boot, h2/net:[1]/boot share one kernel (boot id m1-boot-): namespaces or containers of one machine, 4 ranks on its CPUs"; !strings.Contains(sb.String(), want) {

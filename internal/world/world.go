@@ -28,7 +28,10 @@ type World struct {
 	Hosts [][]int
 	// Inter is the cost of a message between hosts, when the ranks span
 	// hosts and the topology file or the NICs give their speed.
-	Inter    *algo.Link
+	Inter *algo.Link
+	// Crowd is the most ranks per CPU on a kernel of the job
+	// (topo.Topology.Crowd), 0 when unknown.
+	Crowd    float64
 	PollCPUs []int // where the executor's workers are pinned (HCOMM_CPU_AFFINITY), nil for anywhere
 }
 
@@ -56,6 +59,7 @@ func Join(ctx context.Context, jc boot.JobConfig, v settings.Values, log *slog.L
 	}
 	if tp != nil {
 		w.Hosts = tp.HostRanks()
+		w.Crowd = tp.Crowd()
 		if l, ok := plan.HostLink(tp.Links.Inter, tp.InterGbps()); ok && remote && len(w.Hosts) > 1 {
 			// Calibrated from the links: flat algorithms are costed
 			// with it too, here and in communicators split off.
@@ -86,5 +90,6 @@ func (w *World) Plan(p *plan.Planner) error {
 	if w.Inter != nil {
 		p.SetInterLink(*w.Inter)
 	}
+	p.SetCrowd(w.Crowd)
 	return nil
 }
