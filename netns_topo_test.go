@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,28 @@ func rankTopology(t *testing.T, c *Comm) {
 	}
 	if want != "hier" || os.Getenv("HCOMM_ALGO") != "" {
 		return
+	}
+	// The two namespaces share this machine's kernel: the planner knows
+	// how many ranks each CPU carries and, with more ranks than CPUs,
+	// sends small calls through one leader per host instead of on every
+	// rail at once.
+	crowd := c.path.Pl.Crowd()
+	small := []struct {
+		s    sched.Spec
+		want string
+	}{{sched.Uniform(sched.AllReduce, c.Size(), 2, 0, false), "rail"}, {sched.Spec{Coll: sched.Barrier, N: c.Size()}, "rail"}}
+	if crowd > 1 {
+		small[0].want, small[1].want = "leader", "hier"
+	}
+	// Crowd counts the CPUs of the machine's nodes, at least those this
+	// rank may run on.
+	if cpus := float64(runtime.NumCPU()); crowd <= 0 || crowd > float64(c.Size())/cpus {
+		t.Errorf("crowd %v with %d ranks on one machine of %v CPUs", crowd, c.Size(), cpus)
+	}
+	for _, tt := range small {
+		if a, err := c.path.Pl.Choose(tt.s, 4); err != nil || a.Name != tt.want {
+			t.Errorf("crowd %v: %s of 8 B uses %s (%v), want %s", crowd, tt.s.Coll, a.Name, err, tt.want)
+		}
 	}
 	// Split communicators get the layout of their ranks: ranks 0 and 2
 	// share a host, 0 and 1 do not.
@@ -106,6 +129,7 @@ func TestMultiHostTopology(t *testing.T) {
 		{"auto", []string{"HCOMM_TEST_WANT_ALGO=hier"}},
 		{"forced hring", []string{"HCOMM_ALGO=hring", "HCOMM_TEST_WANT_ALGO=hring"}},
 		{"forced hier", []string{"HCOMM_ALGO=hier", "HCOMM_TEST_WANT_ALGO=hier"}},
+		{"forced rail", []string{"HCOMM_ALGO=rail", "HCOMM_TEST_WANT_ALGO=hier"}},
 		{"off", []string{"HCOMM_TOPOLOGY=off", "HCOMM_TEST_WANT_ALGO=rd"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

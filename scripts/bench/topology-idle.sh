@@ -16,7 +16,14 @@
 #                2 × 2 within 1.2× of it) and the exchange (a 2-rank
 #                AllReduce or Barrier is one message each way at once, so
 #                its time is one one-way trip plus the library's cost:
-#                about half the round trip);
+#                about half the round trip); the leader and rail forms
+#                forced (rail: every rank exchanges with its peer on the
+#                other host at once, then inside its host; the planner
+#                picks leader when the namespaces' ranks outnumber the
+#                machine's CPUs); and the pingpong row of "rtt 2x2 rail",
+#                two round trips at once (0-2, 1-3) with 4 ranks on the
+#                CPUs: the round trip under the crowding the 2 × 2 rows
+#                run in;
 #   pick ...     the planner against every forced AllReduce algorithm,
 #                8 B to 64 MiB on 2 × 2, consecutive (slot) and interleaved
 #                (node); the default should be within 10% of the best;
@@ -57,11 +64,13 @@ local_() {
 
 for _ in $(seq "$ROUNDS"); do
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 default" allreduce,barrier 8 8 2
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 leader" allreduce,barrier 8 8 2 HCOMM_ALGO=allreduce=leader,barrier=hier
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 rail" allreduce,barrier,pingpong 8 8 2 HCOMM_ALGO=rail
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 off" allreduce,barrier 8 8 2 HCOMM_TOPOLOGY=off
 	ns tpi0:1,tpi1:1 slot "rtt 1x1 exchange" allreduce,barrier,pingpong 8 8 2
 	for map in slot node; do
 		ns tpi0:2,tpi1:2 "$map" "pick $map default" allreduce 8 64M 8
-		for a in ring rd hd dbtree hring hier leader; do
+		for a in ring rd hd dbtree hring hier leader rail; do
 			ns tpi0:2,tpi1:2 "$map" "pick $map $a" allreduce 8 64M 8 HCOMM_ALGO=allreduce=$a
 		done
 	done
