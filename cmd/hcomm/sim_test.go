@@ -19,10 +19,10 @@ func TestSimCmd(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
 	}
-	// 1K, 32K, 1M: three sizes of seven algorithms (four flat, three
+	// 1K, 32K, 1M: three sizes of eight algorithms (four flat, four
 	// host-aware: the ranks span 8 hosts).
-	if rows := strings.Count(s, "ends on rank"); rows != 21 {
-		t.Errorf("%d rows, want 21:\n%s", rows, s)
+	if rows := strings.Count(s, "ends on rank"); rows != 24 {
+		t.Errorf("%d rows, want 24:\n%s", rows, s)
 	}
 
 	dir := t.TempDir()
