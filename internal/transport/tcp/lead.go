@@ -25,11 +25,10 @@ import (
 //   - The sender keeps a copy of the small frames it wrote on the lead that
 //     may be unacknowledged (replay.go), and a striped Send waits for the
 //     peer's host to acknowledge the whole lead part, as it does the other
-//     stripes, so nothing written on the lead is lost with the path; and
-//     it dispatches its other stripes only once the small frames before
-//     it on the lead are acknowledged, so that a stripe on another path
-//     never waits, in front of a lead frame, for a header behind a lost
-//     small message.
+//     stripes, so nothing written on the lead is lost with the path. So
+//     what a stopped lead can lose is some small frames and, after them,
+//     the header and first stripe of the one striped message whose Send
+//     is in progress.
 //   - A watch per pair checks the lead every StallAfter/8. Data in flight
 //     with no acknowledgement for StallAfter (as the watch saw it, or
 //     two retransmission timeouts in a row of the oldest segment and no
@@ -53,7 +52,13 @@ import (
 //     wait behind it: so while a receive waits for a header, a stripe of the
 //     message it expects (its fingerprint, within its buffer) at the front
 //     of another path's first connection is read at once (preRead), and
-//     the header, when it comes, must name it.
+//     the header, when it comes, must name it. A stripe of a later message
+//     (the receive waits for a small message lost before it) is read too,
+//     into a buffer allocated then, once the watch has seen it there for
+//     keepAfter looks in a row with nothing to read on the lead (kept); the
+//     next striped header that names its connection takes it (useKept).
+//     Healthy traffic never waits that long with the lead empty, so the
+//     copy and the allocation stay off the common path.
 //
 // With every path stopped nothing moves: the pair waits for a path or for
 // DeadAfter, which fails it as before. A lead that stops again before its
@@ -121,6 +126,7 @@ func (pr *peer) watchLead() {
 	defer timer.Stop()
 	var stuck time.Time // since when the send lead holds data it does not take
 	var lastAcked uint64
+	ahead := 0 // looks in a row with a stripe ahead of an idle receive lead
 	for {
 		select {
 		case <-t.ctx.Done():
@@ -174,14 +180,26 @@ func (pr *peer) watchLead() {
 		lastAcked = acked
 		switch lead, stripe := pr.findLeadFrame(); {
 		case lead:
+			ahead = 0
+			pr.rkeep.Store(false)
 			pr.rmove.Store(true)
 			pr.recv.pokeLead()
 		case stripe && pr.rhdrWait.Load():
 			// A stripe came before its header, which may be lost with
 			// the lead's path: the receive reads it now, so that a lead
-			// frame behind it can be seen.
+			// frame behind it can be seen; one of a later message only
+			// once the lead stayed idle for keepAfter looks.
+			if pr.recvLeadIdle() {
+				ahead++
+			} else {
+				ahead = 0
+			}
+			pr.rkeep.Store(ahead >= keepAfter)
 			pr.rstripe.Store(true)
 			pr.recv.pokeLead()
+		default:
+			ahead = 0
+			pr.rkeep.Store(false)
 		}
 	}
 }
@@ -235,33 +253,89 @@ func (pr *peer) findLeadFrame() (lead, stripe bool) {
 	return lead, stripe
 }
 
+// keepAfter is how many looks in a row of the watch (StallAfter/8 apart)
+// must find a stripe ahead while the receive lead has nothing to read
+// before the receive reads a later message's stripe into a buffer of its
+// own (kept).
+const keepAfter = 3
+
+// keptMax bounds a kept stripe: a larger one is left where it is (the pair
+// then waits for DeadAfter, as without keeping).
+const keptMax = 1 << 30
+
+// keptStripe is a stripe of a message after the one being received, read
+// ahead of a lead frame (see the top of this file).
+type keptStripe struct {
+	pos  int
+	h    wire.FrameHeader
+	data []byte
+}
+
+// recvLeadIdle reports whether the receive lead's socket holds nothing to
+// read.
+func (pr *peer) recvLeadIdle() bool {
+	pr.mu.Lock()
+	rl := pr.rl
+	pr.mu.Unlock()
+	q, ok := queuedBytes(rl.nc)
+	return ok && q == 0
+}
+
+// idle reports whether the receive lead c has nothing to read: no frame
+// begun, nothing read ahead or joined, an empty socket. The caller holds
+// rmu.
+func (c *conn) idle() bool {
+	if c.rhn != 0 || c.peeked || c.aend != c.aoff || c.prev != nil || c.inReplay() {
+		return false
+	}
+	q, ok := queuedBytes(c.nc)
+	return ok && q == 0
+}
+
 // preRead reads into p, before the header of the message the receive
 // waits for, the stripes of that message (fingerprint fp) waiting at the
 // front of the other paths' first connections: their header may have
 // been lost with the lead's path, and a lead frame may wait behind them.
-// The caller holds the receive gate and the lead's rmu.
-func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte) error {
+// With keep, it reads the stripes there of a later message too, into
+// buffers of their own (pr.rkept). The caller holds the receive gate and
+// the lead's rmu.
+func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, keep bool) error {
 	if fp == nil {
 		return nil
 	}
 	var err error
 	pr.candidates(func(c *conn) bool {
-		if pr.rpre&(1<<c.pos) != 0 {
+		if (pr.rpre|pr.keptOn())&(1<<c.pos) != 0 {
+			// Read already, or the front is of a message after the
+			// kept one's.
 			return false
 		}
 		c.rmu.Lock()
 		defer c.rmu.Unlock()
 		h, pings, ok := c.peekFront()
-		if !ok || h.Type != wire.FrameStripe || h.Paths != 0 || h.Fingerprint != *fp || h.Offset+h.Len > uint64(len(p)) {
+		if !ok || h.Type != wire.FrameStripe || h.Paths != 0 {
+			return false
+		}
+		var part []byte
+		mine := h.Fingerprint == *fp && h.Offset <= uint64(len(p)) && h.Len <= uint64(len(p))-h.Offset
+		switch {
+		case mine:
+			part = p[h.Offset : h.Offset+h.Len]
+		case keep && h.Len <= keptMax:
+			part = make([]byte, h.Len) // rare: see the top of this file
+		default:
 			return false
 		}
 		pr.recv.arm(len(pr.conns))
-		for range pings + 1 {
-			if _, err = io.ReadFull(c, c.rhdr[:]); err != nil {
-				return true
+		if c.peeked {
+			c.peeked = false
+		} else {
+			for range pings + 1 {
+				if _, err = io.ReadFull(c, c.rhdr[:]); err != nil {
+					return true
+				}
 			}
 		}
-		part := p[h.Offset : h.Offset+h.Len]
 		if _, err = io.ReadFull(c, part); err == nil {
 			err = checkCRC(pr.rank, &h, part)
 		}
@@ -269,11 +343,60 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte) err
 			return true
 		}
 		c.path.received.Add(h.Len)
+		if !mine {
+			pr.rkept = append(pr.rkept, keptStripe{pos: c.pos, h: h, data: part})
+			pr.t.log.Info("tcp: read a stripe of a later message ahead of the lead stream",
+				"peer", pr.rank, "path", c.path.idx, "fingerprint", h.Fingerprint.String(), "bytes", h.Len)
+			return false
+		}
 		pr.rpre |= 1 << c.pos
 		pr.rext = append(pr.rext, extent{off: h.Offset, len: h.Len, pos: c.pos, ok: true})
 		return false
 	})
 	return err
+}
+
+// keptOn returns the positions of the kept stripes. The caller holds the
+// receive gate.
+func (pr *peer) keptOn() uint16 {
+	var on uint16
+	for _, k := range pr.rkept {
+		on |= 1 << k.pos
+	}
+	return on
+}
+
+// useKept puts into buf the kept stripes that came on connections of parts,
+// the stripes of the message whose header h the receive read, as stripes
+// read before their header (pr.rpre). A kept stripe is of the first
+// striped message after it that uses its connection: it must name h's
+// fingerprint and lie within it. The caller holds the receive gate.
+func (pr *peer) useKept(h *wire.FrameHeader, parts []*conn, buf []byte) error {
+	var on uint16
+	for _, c := range parts {
+		on |= 1 << c.pos
+	}
+	k := 0
+	for _, s := range pr.rkept {
+		if on&(1<<s.pos) == 0 {
+			pr.rkept[k] = s
+			k++
+			continue
+		}
+		if s.h.Fingerprint != h.Fingerprint || s.h.Offset > h.Total || s.h.Len > h.Total-s.h.Offset || pr.rpre&(1<<s.pos) != 0 {
+			return fmt.Errorf("rank %d sent a stripe of %v (%d bytes at %d) ahead of a lead frame; the message there is %v of %d bytes: %w",
+				pr.rank, s.h.Fingerprint, s.h.Len, s.h.Offset, h.Fingerprint, h.Total, errProtocol)
+		}
+		copy(buf[s.h.Offset:], s.data)
+		pr.rpre |= 1 << s.pos
+		pr.rext = append(pr.rext, extent{off: s.h.Offset, len: s.h.Len, pos: s.pos, ok: true})
+	}
+	clear(pr.rkept[k:])
+	pr.rkept = pr.rkept[:k]
+	if len(pr.rkept) == 0 {
+		pr.rkept = nil // the buffers go
+	}
+	return nil
 }
 
 // checkPre checks the stripes read before the header h of their message:
@@ -335,23 +458,6 @@ func (pr *peer) leadRoom(ctx context.Context, n int) error {
 			pr.llog.trim(a)
 		}
 		return pr.llog.fits(n)
-	})
-}
-
-// leadQuiet waits until the peer's host acknowledged everything the
-// replay copy holds, moving the lead if it stalls meanwhile. The caller
-// holds smu.
-func (pr *peer) leadQuiet(ctx context.Context) error {
-	return pr.leadWait(ctx, 5*time.Microsecond, func() bool {
-		if h := pr.t.testLeadAt; h != nil {
-			h("quiet")
-		}
-		a, ok := pr.ackedAt(pr.sl)
-		if !ok {
-			return true
-		}
-		pr.llog.trim(a)
-		return pr.llog.held() == 0
 	})
 }
 
@@ -488,7 +594,11 @@ func (pr *peer) moveLead(why string) error {
 			hook(next)
 		}
 		h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1 << old.path.idx, Total: acked, Len: n}
-		wn, err := next.writeBufs(&h, bufs)
+		var stop int64
+		if cut := t.testCutMove; cut != nil {
+			stop = cut(next)
+		}
+		wn, err := next.writeBufs(&h, bufs, stop)
 		if err == nil {
 			break
 		}
@@ -522,7 +632,9 @@ func (pr *peer) moveLead(why string) error {
 }
 
 // writeBufs writes a frame whose payload is the concatenation of bufs.
-func (c *conn) writeBufs(h *wire.FrameHeader, bufs [][]byte) (int64, error) {
+// With stop > 0 (testCutMove) it writes only the first stop bytes and
+// fails, as a connection failing in the middle would.
+func (c *conn) writeBufs(h *wire.FrameHeader, bufs [][]byte, stop int64) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.wbroken || c.wclosed {
@@ -535,6 +647,24 @@ func (c *conn) writeBufs(h *wire.FrameHeader, bufs [][]byte) (int64, error) {
 		if len(b) > 0 {
 			wb = append(wb, b)
 		}
+	}
+	if stop > 0 {
+		var cut net.Buffers
+		for _, b := range wb {
+			if stop == 0 {
+				break
+			}
+			b = b[:min(int64(len(b)), stop)]
+			stop -= int64(len(b))
+			cut = append(cut, b)
+		}
+		n, err := cut.WriteTo(c.nc)
+		c.wrote += uint64(n)
+		if err == nil {
+			err = errors.New("tcp: the write was cut (test)")
+		}
+		c.wbroken = true
+		return n, err
 	}
 	n, err := wb.WriteTo(c.nc)
 	c.wrote += uint64(n)
@@ -714,7 +844,8 @@ func (pr *peer) leadHeader(ctx context.Context, poll bool, fp *wire.Fingerprint,
 			return h, n, early, err
 		}
 		if jerr == nil && pr.rstripe.Swap(false) && n == 0 && c.rhn == 0 && pr.rl == c {
-			jerr = pr.preRead(ctx, fp, p)
+			keep := pr.rkeep.Swap(false) && c.idle()
+			jerr = pr.preRead(ctx, fp, p, keep)
 		}
 		if jerr != nil {
 			return h, n, early, jerr

@@ -2,11 +2,13 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -151,5 +153,61 @@ func TestLeadMoveWriteFails(t *testing.T) {
 	}
 	if err := w.pr.err(); err != nil {
 		t.Fatalf("the pair failed: %v", err)
+	}
+}
+
+// TestLeadMoveCut: a move whose lead frame is cut short (its connection
+// fails in the middle of the write) fails the pair rather than leave the
+// peer joining a stream that never comes: rank 0's calls end with
+// ErrPeerLost naming the cut, and rank 1's receives end with ErrPeerLost,
+// not a hang.
+func TestLeadMoveCut(t *testing.T) {
+	var cutAt atomic.Pointer[conn]
+	w := newLeadWorld(t, func(tr *Transport) {
+		if tr.Rank() == 0 {
+			tr.testCutMove = func(next *conn) int64 {
+				cutAt.Store(next)
+				return wire.FrameHeaderSize + 10 // the header and part of the replay
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Three small messages, taken as unacknowledged: the move replays them.
+	w.pr.smu.Lock()
+	base := w.pr.sl.wroteAt()
+	w.pr.smu.Unlock()
+	w.acked.Store(base)
+	w.freeze.Store(true)
+	const small = 100
+	for seq := range 3 {
+		if err := sendMsg(ctx, w.trs[0], 1, seq, small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.stall.Store(true)
+	for w.pr.err() == nil {
+		if ctx.Err() != nil {
+			t.Fatalf("the pair did not fail:\n%s", w.logs.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c := cutAt.Load(); c == nil || c.path.idx != 1 {
+		t.Fatalf("the lead frame was cut on %v, want path 1's connection", c)
+	}
+	err := sendMsg(ctx, w.trs[0], 1, 3, small)
+	if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "lead frame was cut") {
+		t.Fatalf("rank 0's Send after the cut: %v, want ErrPeerLost naming the cut lead frame", err)
+	}
+	// Rank 1 may read the messages its host had; then its receive fails.
+	for seq := 0; ; seq++ {
+		err := recvMsg(ctx, w.trs[1], 0, seq, small)
+		if err == nil && seq < 3 {
+			continue
+		}
+		if !errors.Is(err, errs.ErrPeerLost) {
+			t.Fatalf("rank 1's receive %d: %v, want ErrPeerLost", seq, err)
+		}
+		break
 	}
 }

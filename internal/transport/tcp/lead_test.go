@@ -220,7 +220,11 @@ func TestLeadMove(t *testing.T) {
 		{"large header unacknowledged", 2, 0, 2 * frame, "await", false},
 		{"large first stripe unacknowledged", 0, 0, wire.FrameHeaderSize + 1000, "await", false},
 		{"large header lost", 2, 2, 2 * frame, "await", true},
-		{"small message and large header lost", 2, 2, 2 * frame, "quiet", true},
+		// The reordering a move must undo: the small message and the
+		// large one's header are lost with path 0, the large one's
+		// stripe waits on path 1 in front of the lead frame, and
+		// rank 1 waits for the small message.
+		{"small message and large header lost", 2, 2, 2 * frame, "await", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,6 +293,12 @@ func TestLeadMove(t *testing.T) {
 			if !strings.Contains(logs, "peer moved the lead stream") {
 				t.Errorf("no WARN for the receiver's move:\n%s", logs)
 			}
+			if strings.HasPrefix(tt.name, "small message") && !strings.Contains(logs, "stripe of a later message ahead") {
+				// The large message's stripe on path 1 stood in
+				// front of the lead frame while rank 1 waited for
+				// the small message lost before it.
+				t.Errorf("rank 1 did not read the large message's stripe ahead of the lead frame:\n%s", logs)
+			}
 			// Both ways, and path 0 back into use for stripes.
 			back := false
 			var sentAt uint64
@@ -334,7 +344,7 @@ func TestLeadFrameBad(t *testing.T) {
 			// move would.
 			c := w.pr.sview[w.pr.paths[1].conns[0].pos]
 			h := tt.h
-			if _, err := c.writeBufs(&h, [][]byte{make([]byte, tt.payload)}); err != nil {
+			if _, err := c.writeBufs(&h, [][]byte{make([]byte, tt.payload)}, 0); err != nil {
 				t.Fatal(err)
 			}
 			fp := fpFor(1, 8)

@@ -289,8 +289,7 @@ type Transport struct {
 	// testStall, set by tests before use, makes the lead's watch take the
 	// send lead c as stalled at once when it reports true; testLeadAt is
 	// called where a Send waits on the lead ("await": for the whole
-	// lead's acknowledgement; "quiet": for the small frames' before a
-	// striped message).
+	// lead's acknowledgement).
 	testStall  func(c *conn) bool
 	testLeadAt func(where string)
 	// testLost, set by tests before use, makes a frame written on the
@@ -301,6 +300,10 @@ type Transport struct {
 	// a move of the send lead is about to write its lead frame on
 	// (lead.go).
 	testMoveTo func(next *conn)
+	// testCutMove, set by tests before use, makes a move's lead frame on
+	// next stop after the number of bytes it returns (0: not cut), as a
+	// connection failing in the middle of the write would.
+	testCutMove func(next *conn) int64
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
@@ -378,20 +381,22 @@ type peer struct {
 	pinged []time.Time // by position: when the pinger last wrote a ping (pinger only)
 	// The lead streams (lead.go): conns[0] at first, each direction's
 	// own after a move.
-	sl       *conn       // send lead (smu; written under mu)
-	rl       *conn       // receive lead (receive gate; written under mu)
-	rlOld    *conn       // the receive lead before the last move (as rl)
-	rentry   *conn       // the receive lead locked by the receive in progress
-	leadOK   bool        // the lead moves when its path stops
-	smu      sync.Mutex  // a Send, or the watch moving the send lead
-	llog     *leadLog    // copy of the small frames on sl (smu)
-	seg      leadSeg     // the Send's large frame on sl (smu)
-	moveBufs [][]byte    // moveLead's (smu)
-	sstalled atomic.Bool // the watch found sl stalled
-	rmove    atomic.Bool // the watch found a lead frame: a receive joins
-	rhdrWait atomic.Bool // a receive waits for a header on the lead
-	rstripe  atomic.Bool // the watch found a stripe while it did
-	rpre     uint16      // positions whose stripe the receive read before the header
+	sl       *conn        // send lead (smu; written under mu)
+	rl       *conn        // receive lead (receive gate; written under mu)
+	rlOld    *conn        // the receive lead before the last move (as rl)
+	rentry   *conn        // the receive lead locked by the receive in progress
+	leadOK   bool         // the lead moves when its path stops
+	smu      sync.Mutex   // a Send, or the watch moving the send lead
+	llog     *leadLog     // copy of the small frames on sl (smu)
+	seg      leadSeg      // the Send's large frame on sl (smu)
+	moveBufs [][]byte     // moveLead's (smu)
+	sstalled atomic.Bool  // the watch found sl stalled
+	rmove    atomic.Bool  // the watch found a lead frame: a receive joins
+	rhdrWait atomic.Bool  // a receive waits for a header on the lead
+	rstripe  atomic.Bool  // the watch found a stripe while it did
+	rpre     uint16       // positions whose stripe the receive read before the header
+	rkeep    atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
+	rkept    []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -559,13 +564,6 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	}
 	var mask uint16
 	var now time.Time
-	if total >= stripeMin && pr.leadOK && pr.llog.held() > 0 {
-		// Stripes go out only once what precedes their header on the
-		// lead is acknowledged (lead.go).
-		if err := pr.leadQuiet(ctx); err != nil {
-			return t.ioFailed(ctx, pr, err, true, "send")
-		}
-	}
 	if total >= stripeMin && len(pr.conns) > 1 {
 		now = time.Now()
 		mask = pr.plan(total, now)
@@ -805,6 +803,11 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 			parts, err = pr.stripedParts(h.Paths, first.pos)
 			if err == nil && len(parts) == 0 {
 				err = fmt.Errorf("rank %d sent %d bytes of a %d-byte message with no other stripes: %w", peer, h.Len, h.Total, errProtocol)
+			}
+			if err == nil && len(pr.rkept) > 0 {
+				// Stripes read ahead of a lead frame while an
+				// earlier message was due (lead.go).
+				err = pr.useKept(&h, parts, buf)
 			}
 		}
 		if err != nil {
