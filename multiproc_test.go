@@ -160,7 +160,8 @@ func spawnJob(t *testing.T, n int, mode string, env ...string) (string, error) {
 	return launch(t, []string{"-n", strconv.Itoa(n), "--tag-output", "--timeout", "4m"}, nil, mode, env...)
 }
 
-// launch runs `prefix... hcomm run flags... -- <test binary> child args`.
+// launch runs `prefix... hcomm run flags... -- <test binary> child args`
+// and returns its output: all of it, or the last 80 lines if it failed.
 func launch(t *testing.T, flags, prefix []string, mode string, env ...string) (string, error) {
 	t.Helper()
 	argv := append(append([]string{}, prefix...), launcher(t), "run")
@@ -174,7 +175,7 @@ func launch(t *testing.T, flags, prefix []string, mode string, env ...string) (s
 	if err != nil {
 		return lastLines(string(out), 80), err
 	}
-	return "", nil
+	return string(out), nil
 }
 
 func spawnRanks(t *testing.T, n int, mode string, env ...string) (string, error) {

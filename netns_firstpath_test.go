@@ -19,10 +19,31 @@ import (
 // the link comes back: eth0's path is dialed again and carries stripes
 // again, still with the right results.
 func TestMultiPathFirstDown(t *testing.T) {
+	firstDown(t, false)
+}
+
+// TestMultiPathFirstDownOneWay is TestMultiPathFirstDown with one-way
+// traffic before each AllReduce: rank 0 broadcasts a small message then a
+// large one while rank 1 only receives. What rank 0 sends once the link is
+// down is lost until its lead moves, so rank 1 waits for a lost small
+// message while the large one's stripe on eth1 stands in front of the
+// lead frame: rank 1 must read that stripe ahead (lead.go) to see the
+// frame.
+func TestMultiPathFirstDownOneWay(t *testing.T) {
+	firstDown(t, true)
+}
+
+// firstDown runs TestMultiPathFirstDown, with the Broadcasts if oneway.
+func firstDown(t *testing.T, oneway bool) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
 	}
-	cl, mark, flags := markedTwoHostJob(t)
+	var extra []string
+	if oneway {
+		// INFO: the line saying a stripe was read ahead.
+		extra = []string{"-x", "HCOMM_TEST_ONEWAY=1", "-x", "HCOMM_DEBUG=INFO"}
+	}
+	cl, mark, flags := markedTwoHostJob(t, extra...)
 	done := make(chan error, 1)
 	var down time.Time
 	go func() {
@@ -32,6 +53,10 @@ func TestMultiPathFirstDown(t *testing.T) {
 		}
 		down = time.Now()
 		if err := exec.Command("ip", "-n", cl.hosts[1], "link", "set", "eth0", "down").Run(); err != nil {
+			done <- err
+			return
+		}
+		if err := os.WriteFile(mark+".down", nil, 0o644); err != nil {
 			done <- err
 			return
 		}
@@ -71,8 +96,13 @@ func TestMultiPathFirstDown(t *testing.T) {
 		}
 	}
 	figures, _ := os.ReadFile(mark + ".figures")
-	t.Logf("2 ranks, first path's link down mid-loop: %v; failover (link down → the AllReduce waiting for it done): %v; %s",
-		time.Since(start).Round(time.Millisecond), failover.Round(time.Millisecond), figures)
+	ahead := strings.Count(out, "stripe of a later message ahead")
+	if oneway && ahead == 0 {
+		t.Errorf("rank 1 read no stripe ahead of the lead frame: the one-way case was not met:\n%s", out)
+	}
+	t.Logf("2 ranks, first path's link down mid-loop: %v; failover (link down → the AllReduce waiting for it done): %v; %s; stripes read ahead of a lead frame: %d",
+		time.Since(start).Round(time.Millisecond), failover.Round(time.Millisecond), figures,
+		strings.Count(string(out), "stripe of a later message ahead"))
 }
 
 // rankPathsFirst is TestMultiPathFirstDown's rank: checked AllReduces of 8
@@ -81,7 +111,10 @@ func TestMultiPathFirstDown(t *testing.T) {
 // loop goes on until both ranks have moved off the path (each AllReduce
 // also sums whether each rank has), then three more; rank 0 then asks
 // for the link back (the file's name + ".up"), and the loop goes on until
-// both send on the path again, then three more.
+// both send on the path again, then three more. With HCOMM_TEST_ONEWAY
+// set, each AllReduce follows two Broadcasts from rank 0, of 8 then
+// 256 Ki float32, checked, and rank 0 waits for the link to be down (the
+// file's name + ".down") before the first after the mark.
 func rankPathsFirst(t *testing.T, c *Comm) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -117,10 +150,31 @@ func rankPathsFirst(t *testing.T, c *Comm) {
 	var times strings.Builder
 	after, upAt, backAt := -1, -1, -1
 	var slowest time.Duration
+	oneway := os.Getenv("HCOMM_TEST_ONEWAY") != ""
 	for i := 0; ; i++ {
 		n := 8
 		if i%2 == 1 {
 			n = large
+		}
+		start := time.Now()
+		if oneway {
+			for _, m := range []int{8, large} {
+				y := buf[:m]
+				for j := range y {
+					y[j] = 0
+					if c.Rank() == 0 {
+						y[j] = float32(i%7 + 1 + j%5)
+					}
+				}
+				if err := Broadcast(ctx, c, y, 0); err != nil {
+					t.Fatalf("Broadcast %d (%d elements): %v", i, m, err)
+				}
+				for j := range y {
+					if want := float32(i%7 + 1 + j%5); y[j] != want {
+						t.Fatalf("Broadcast %d (%d elements): element %d is %v, want %v", i, m, j, y[j], want)
+					}
+				}
+			}
 		}
 		x := buf[:n+2]
 		for j := range n {
@@ -128,7 +182,6 @@ func rankPathsFirst(t *testing.T, c *Comm) {
 		}
 		moved, back := state()
 		x[n], x[n+1] = flag(moved), flag(back)
-		start := time.Now()
 		if err := AllReduce(ctx, c, x, x, Sum); err != nil {
 			t.Fatalf("AllReduce %d (%d elements): %v", i, n, err)
 		}
@@ -145,6 +198,11 @@ func rankPathsFirst(t *testing.T, c *Comm) {
 		if i == 3 && c.Rank() == 0 {
 			if err := os.WriteFile(mark, nil, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if oneway && !waitFile(t, mark+".down") {
+				// The next two Broadcasts go out with the link down:
+				// the small one and the large one's header are lost.
+				t.Fatal("the link did not go down")
 			}
 		}
 		if after < 0 && x[n] == 2 {
