@@ -843,9 +843,11 @@ func (pr *peer) leadHeader(ctx context.Context, poll bool, fp *wire.Fingerprint,
 		if !again {
 			return h, n, early, err
 		}
-		if jerr == nil && pr.rstripe.Swap(false) && n == 0 && c.rhn == 0 && pr.rl == c {
-			keep := pr.rkeep.Swap(false) && c.idle()
-			jerr = pr.preRead(ctx, fp, p, keep)
+		if jerr == nil && pr.rstripe.Swap(false) && n == 0 && pr.rl == c && c.idle() {
+			// (Not while the lead has bytes to read: the header may
+			// be there, and a stripe read first may never end if its
+			// own path stopped under it.)
+			jerr = pr.preRead(ctx, fp, p, pr.rkeep.Swap(false))
 		}
 		if jerr != nil {
 			return h, n, early, jerr
