@@ -62,95 +62,61 @@ func FromConfig(cfg any) Config {
 // Store and Token are the job's, read by boot.ReadJob. An invalid field is
 // an error naming it.
 func (v *Values) Overlay(c Config) error {
-	str := func(dst *string, val, name string) {
-		if val != "" {
-			*dst = val
-			v.Set(name)
-		}
+	put(v, c.Timeout != 0, &v.Timeout, max(c.Timeout, 0), "HCOMM_TIMEOUT") // negative: none
+	put(v, c.ConnectTimeout > 0, &v.ConnectTimeout, c.ConnectTimeout, "HCOMM_CONNECT_TIMEOUT")
+	put(v, c.Algo != "", &v.Algo, c.Algo, "HCOMM_ALGO")
+	put(v, c.ChunkBytes != 0, &v.ChunkBytes, c.ChunkBytes, "HCOMM_BUFFSIZE")
+	if err := parsed(v, c.Transport, &v.Transport, ParseTransport, "Transport", "HCOMM_TRANSPORT"); err != nil {
+		return err
 	}
-	switch {
-	case c.Timeout > 0:
-		v.Timeout = c.Timeout
-		v.Set("HCOMM_TIMEOUT")
-	case c.Timeout < 0:
-		v.Timeout = 0
-		v.Set("HCOMM_TIMEOUT")
+	if c.NSocks != 0 && (c.NSocks < 1 || c.NSocks > 16) {
+		return fmt.Errorf("Config.NSocks = %d: want 1..16", c.NSocks)
 	}
-	if c.ConnectTimeout > 0 {
-		v.ConnectTimeout = c.ConnectTimeout
-		v.Set("HCOMM_CONNECT_TIMEOUT")
+	put(v, c.NSocks != 0, &v.NSocks, c.NSocks, "HCOMM_NSOCKS")
+	put(v, c.SocketAddr != "", &v.SocketAddr, c.SocketAddr, "HCOMM_SOCKET_ADDR")
+	put(v, c.SocketIfname != "", &v.SocketIfname, c.SocketIfname, "HCOMM_SOCKET_IFNAME")
+	put(v, c.Hostname != "", &v.Hostname, c.Hostname, "HCOMM_HOSTNAME")
+	put(v, c.CPUAffinity != "", &v.CPUAffinity, c.CPUAffinity, "HCOMM_CPU_AFFINITY")
+	put(v, c.ShmCMA != 0, &v.ShmCMA, max(c.ShmCMA, 0), "HCOMM_SHM_CMA")
+	put(v, c.ZeroCopy != 0, &v.ZeroCopy, max(c.ZeroCopy, 0), "HCOMM_ZERO_COPY")
+	put(v, c.CopyEngine != 0, &v.CopyEngine, max(c.CopyEngine, -1), "HCOMM_COPY_ENGINE")
+	if err := parsed(v, c.Yield, &v.Yield, ParseYield, "Yield", "HCOMM_YIELD"); err != nil {
+		return err
 	}
-	str(&v.Algo, c.Algo, "HCOMM_ALGO")
-	if c.ChunkBytes != 0 {
-		v.ChunkBytes = c.ChunkBytes
-		v.Set("HCOMM_BUFFSIZE")
-	}
-	if c.Transport != "" {
-		t, err := ParseTransport(c.Transport)
-		if err != nil {
-			return fmt.Errorf("Config.Transport: %v", err)
-		}
-		v.Transport = t
-		v.Set("HCOMM_TRANSPORT")
-	}
-	if c.NSocks != 0 {
-		if c.NSocks < 1 || c.NSocks > 16 {
-			return fmt.Errorf("Config.NSocks = %d: want 1..16", c.NSocks)
-		}
-		v.NSocks = c.NSocks
-		v.Set("HCOMM_NSOCKS")
-	}
-	str(&v.SocketAddr, c.SocketAddr, "HCOMM_SOCKET_ADDR")
-	str(&v.SocketIfname, c.SocketIfname, "HCOMM_SOCKET_IFNAME")
-	str(&v.Hostname, c.Hostname, "HCOMM_HOSTNAME")
-	str(&v.CPUAffinity, c.CPUAffinity, "HCOMM_CPU_AFFINITY")
-	if c.ShmCMA != 0 {
-		v.ShmCMA = max(c.ShmCMA, 0)
-		v.Set("HCOMM_SHM_CMA")
-	}
-	if c.ZeroCopy != 0 {
-		v.ZeroCopy = max(c.ZeroCopy, 0)
-		v.Set("HCOMM_ZERO_COPY")
-	}
-	if c.CopyEngine != 0 {
-		v.CopyEngine = max(c.CopyEngine, -1)
-		v.Set("HCOMM_COPY_ENGINE")
-	}
-	if c.Yield != "" {
-		y, err := ParseYield(c.Yield)
-		if err != nil {
-			return fmt.Errorf("Config.Yield: %v", err)
-		}
-		v.Yield = y
-		v.Set("HCOMM_YIELD")
-	}
-	if c.TCPPoll != 0 {
-		v.TCPPoll = c.TCPPoll
-		v.Set("HCOMM_TCP_POLL")
-	}
-	if c.Insecure {
-		v.Insecure = true
-		v.Set("HCOMM_INSECURE")
-	}
-	if c.Checksum {
-		v.Checksum = true
-		v.Set("HCOMM_CHECKSUM")
-	}
-	if c.CheckResults {
-		v.CheckResults = true
-		v.Set("HCOMM_CHECK_RESULTS")
-	}
-	if c.DumpSignal != "" {
-		s, err := ParseSignal(c.DumpSignal)
-		if err != nil {
-			return fmt.Errorf("Config.DumpSignal: %v", err)
-		}
-		v.DumpSignal = s
-		v.Set("HCOMM_DUMP_SIGNAL")
+	put(v, c.TCPPoll != 0, &v.TCPPoll, c.TCPPoll, "HCOMM_TCP_POLL")
+	put(v, c.Insecure, &v.Insecure, true, "HCOMM_INSECURE")
+	put(v, c.Checksum, &v.Checksum, true, "HCOMM_CHECKSUM")
+	put(v, c.CheckResults, &v.CheckResults, true, "HCOMM_CHECK_RESULTS")
+	if err := parsed(v, c.DumpSignal, &v.DumpSignal, ParseSignal, "DumpSignal", "HCOMM_DUMP_SIGNAL"); err != nil {
+		return err
 	}
 	if c.Logger != nil {
-		v.Set("HCOMM_DEBUG")
+		v.Set("HCOMM_DEBUG") // the logger itself is LoggerFor's
 	}
+	return nil
+}
+
+// put lays a value the program's Config set (set) over *dst, a field of
+// v, and records the variable it overrides (name) as set by the program.
+func put[T any](v *Values, set bool, dst *T, val T, name string) {
+	if set {
+		*dst = val
+		v.Set(name)
+	}
+}
+
+// parsed is put for a string field of the program's Config (field) that
+// parse reads, "" for not set; a value parse refuses is an error naming
+// the field.
+func parsed[T any](v *Values, val string, dst *T, parse func(string) (T, error), field, name string) error {
+	if val == "" {
+		return nil
+	}
+	x, err := parse(val)
+	if err != nil {
+		return fmt.Errorf("Config.%s: %v", field, err)
+	}
+	put(v, true, dst, x, name)
 	return nil
 }
 
