@@ -7,7 +7,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -86,7 +85,7 @@ func TestPathReprobe(t *testing.T) {
 				}
 				lns[r] = ln
 			}
-			deaf, closeDeaf := deafSocket(t, "127.0.0.3")
+			deaf, closeDeaf := deafListener(t, "127.0.0.3")
 			join := newJoinListener(lns[1])
 			lns[1] = join
 			addrs := []string{lns[0].Addr().String(), lns[1].Addr().String() + "," + deaf}
@@ -138,44 +137,6 @@ func TestPathReprobe(t *testing.T) {
 			}
 		})
 	}
-}
-
-// deafSocket is deafListener with a function that closes the socket (and
-// the connection filling its queue), so that its address can be
-// listened on again.
-func deafSocket(t *testing.T, ip string) (string, func()) {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-	sa := &syscall.SockaddrInet4{}
-	copy(sa.Addr[:], net.ParseIP(ip).To4())
-	if err := syscall.Bind(fd, sa); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	got, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort(ip, fmt.Sprint(got.(*syscall.SockaddrInet4).Port))
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	closeIt := func() {
-		once.Do(func() {
-			syscall.Close(fd)
-			c.Close()
-		})
-	}
-	t.Cleanup(closeIt)
-	return addr, closeIt
 }
 
 // TestRejoinShare: a path that rejoins carries a stripe of every striped
