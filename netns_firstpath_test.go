@@ -75,6 +75,17 @@ func firstDown(t *testing.T, oneway bool) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// Each rank names the stopped path in a WARN: path 0, on eth0.
+	for r := range 2 {
+		named := false
+		for _, l := range strings.Split(out, "\n") {
+			named = named || strings.Contains(l, "level=WARN") && strings.Contains(l, fmt.Sprintf(" rank=%d ", r)) &&
+				strings.Contains(l, " path=0 ") && strings.Contains(l, " local="+netnsSubnet+".")
+		}
+		if !named {
+			t.Errorf("rank %d: no WARN naming the stopped first path (path=0, local=%s.*):\n%s", r, netnsSubnet, lastLines(out, 80))
+		}
+	}
 	// The failover time: the longest an AllReduce took to complete from
 	// the link going down, or from its start if later (rank 0's clock is
 	// this host's): the one that waited for the lead to move.

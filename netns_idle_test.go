@@ -28,16 +28,9 @@ func TestMultiPathIdlePing(t *testing.T) {
 		}
 		done <- exec.Command("ip", "-n", cl.hosts[1], "link", "set", "eth1", "down").Run()
 	}()
-	argv := append([]string{"ip", "netns", "exec", cl.hosts[0], launcher(t), "run"}, flags...)
-	argv = append(argv, "--", os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), childEnv+"=pathsidle", "HCOMM_TEST_MARK="+mark)
-	b, err := cmd.CombinedOutput()
-	out := string(b)
+	out, err := launch(t, flags, []string{"ip", "netns", "exec", cl.hosts[0]}, "pathsidle", "HCOMM_TEST_MARK="+mark)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, lastLines(out, 80))
+		t.Fatalf("%v\n%s", err, out)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
