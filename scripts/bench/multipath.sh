@@ -4,9 +4,10 @@
 #
 #   HCOMM=/path/to/hcomm scripts/bench/multipath.sh [REPS] [PER_HOST]
 #
-# Two namespaces mpb0, mpb1 (PER_HOST ranks each, default 1), each with two
-# veth links on bridges of their own: eth0 192.168.90.(10+i), eth1
-# 192.168.91.(10+i), shaped with tbf. Each repetition runs every
+# Two namespaces mpb0, mpb1 (PER_HOST ranks each, default 1; P=name for
+# other names), each with two veth links on bridges of their own: eth0
+# 192.168.90.(10+i), eth1 192.168.91.(10+i), shaped with tbf, and the
+# store's link eth2 (mpnet.sh). Each repetition runs every
 # configuration once, in turn (A/B/C/... so load affects them alike), and
 # prints hcomm perf's CSV rows labelled with the configuration; summarise
 # with the awk at the end (medians over repetitions of busbw per label,
@@ -17,51 +18,13 @@ REPS=${1:-3}
 PER=${2:-1}
 SIZES=${SIZES:--b 8M -e 256M -f 8}
 OPS=${OPS:-allreduce,broadcast}
-P=mpb
 OUT=${OUT:-/tmp/multipath-$(date +%s).csv}
-
-down() { for ns in ${P}br ${P}0 ${P}1; do ip netns del $ns 2>/dev/null || true; done; }
-shape() { # ns dev rate
-  ip netns exec $1 tc qdisc replace dev $2 root tbf rate $3 burst 1mb latency 20ms
-}
-up() {
-  down
-  ip netns add ${P}br
-  ip -n ${P}br link set lo up
-  for b in 0 1; do
-    ip -n ${P}br link add br$b type bridge
-    ip -n ${P}br link set br$b up
-  done
-  for i in 0 1; do
-    ns=$P$i
-    ip netns add $ns
-    ip -n $ns link set lo up
-    for b in 0 1; do
-      ip -n $ns link add eth$b type veth peer name p$b$i netns ${P}br
-      ip -n $ns addr add 192.168.9$b.$((10 + i))/24 dev eth$b
-      ip -n $ns link set eth$b up
-      ip -n ${P}br link set p$b$i master br$b
-      ip -n ${P}br link set p$b$i up
-    done
-  done
-  sleep 1
-}
-rates() { # rate0 rate1
-  for i in 0 1; do shape $P$i eth0 $1; shape $P$i eth1 $2; done
-}
-
-RSH=$(mktemp)
-printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "$host" sh -c "$*"\n' > $RSH
-chmod +x $RSH
-trap 'down; rm -f $RSH' EXIT
+. "$(dirname "$0")/mpnet.sh"
 up
 
 run() { # label env...
   local label=$1; shift
-  local xs=()
-  for kv in "$@"; do xs+=(-x "$kv"); done
-  ip netns exec ${P}0 $HCOMM run --hosts ${P}0:$PER,${P}1:$PER --rsh $RSH --store-addr 192.168.90.10:0 \
-    "${xs[@]}" -- $HCOMM perf -op $OPS $SIZES -csv -label $label | grep -v '^impl' | tee -a $OUT
+  mpnet_run $HCOMM $PER "$@" -- $HCOMM perf -op $OPS $SIZES -csv -label $label | grep -v '^impl' | tee -a $OUT
 }
 
 for rep in $(seq $REPS); do

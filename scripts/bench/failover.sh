@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# failover.sh - throughput of a stream of large collectives before, during
+# and after the link of a pair's FIRST path goes down, against the same
+# stream over that link's survivor alone.
+#
+#   HCOMM=/path/to/hcomm scripts/bench/failover.sh [REPS] [PER_HOST]
+#
+# The namespaces of multipath.sh (mpnet.sh): two hosts, PER_HOST ranks each
+# (default 1), two links of RATE (default 1gbit, tbf) and the store on a
+# third. Each repetition runs, for each of OPS (allreduce broadcast):
+#   failover: failstream over eth0 and eth1 (HCOMM_SOCKET_IFNAME==eth0,eth1)
+#             for FOR (20s); DOWN_AFTER (6s) after its first call, host 1's
+#             eth0 goes down (`ip link set eth0 down`) and stays down;
+#   one-link: the same stream over eth1 alone, no fault.
+# Every result is checked by every rank (a wrong element or an error fails
+# the job and this script). Per run it prints, from rank 0's call times
+# (BYTES per call, default 32M; busbw with nccl-tests' factors):
+#   before  median busbw of the calls that ended before the link went down
+#           (the first two calls left out: slow start)
+#   move    from link down to the end of the first call that ended after it
+#           (the call that waited for the move), and the busbw of that call
+#   after   median busbw of the calls that started after that one ended
+#   window  bytes of all calls that ended after the link went down over the
+#           time from link down to the last call's end: the move and the
+#           ranks' filling and checking of the buffers between calls
+#           included (depends on FOR), against the same over the one-link
+#           stream (its calls from the third on: "stream")
+#   lost    that time less what those bytes take at the one-link stream's
+#           rate: the seconds the failover cost (does not depend on FOR)
+#   paths   rank 0's paths at the end (the first one retired)
+# and at the end the medians over repetitions, with after/one-link and
+# window/one-link. Needs root, iproute2, tc and go (to build failstream,
+# unless FAILSTREAM names a binary).
+set -euo pipefail
+HCOMM=${HCOMM:-hcomm}
+REPS=${1:-3}
+PER=${2:-1}
+OPS=${OPS:-allreduce broadcast}
+BYTES=${BYTES:-32M}
+FOR=${FOR:-20s}
+DOWN_AFTER=${DOWN_AFTER:-6s}
+RATE=${RATE:-1gbit}
+DIR=${DIR:-$(mktemp -d /tmp/failover.XXXXXX)}
+mkdir -p $DIR
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -z "${FAILSTREAM:-}" ]; then
+  FAILSTREAM=$DIR/failstream
+  (cd "$here" && go build -o $FAILSTREAM ./failstream)
+fi
+. "$here/mpnet.sh"
+up
+
+stream() { # out mark env...
+  local out=$1 mark=$2; shift 2
+  mpnet_run $HCOMM $PER "$@" -- $FAILSTREAM -op $op -bytes $BYTES -for $FOR \
+    -mark $mark -mark-after $DOWN_AFTER -out $out
+}
+
+for rep in $(seq $REPS); do
+  echo "== repetition $rep ($(uptime))" >&2
+  for op in $OPS; do
+    ip -n ${P}1 link set eth0 up
+    rates $RATE $RATE
+    base=$DIR/$op-$rep
+    rm -f $base.mark
+    stream $base.failover $base.mark HCOMM_SOCKET_IFNAME==eth0,eth1 &
+    job=$!
+    while [ ! -e $base.mark ] && kill -0 $job 2>/dev/null; do sleep 0.05; done
+    if [ -e $base.mark ]; then
+      date +%s%N > $base.down
+      ip -n ${P}1 link set eth0 down
+    fi
+    wait $job
+    stream $base.one-link $base.mark1 HCOMM_SOCKET_IFNAME==eth1
+  done
+done
+ip -n ${P}1 link set eth0 up
+echo "runs in $DIR" >&2
+python3 - "$DIR" <<'PY'
+import glob, os, statistics, sys
+
+def load(path):
+    calls, paths, head = [], [], {}
+    for line in open(path):
+        f = line.split()
+        if f[0] == "failstream":
+            head = dict(kv.split("=") for kv in f[1:])
+        elif f[0] == "call":
+            calls.append((int(f[2]), int(f[3])))
+        elif f[0] == "path":
+            paths.append(" ".join(f[1:]))
+    n = int(head["ranks"])
+    factor = 2 * (n - 1) / n if head["op"] == "allreduce" else 1.0
+    return int(head["bytes"]) * factor / 1e9, calls, paths
+
+def bw(gb, c):
+    return gb / ((c[1] - c[0]) / 1e9)
+
+res = {}
+d = sys.argv[1]
+for f in sorted(glob.glob(os.path.join(d, "*.failover"))):
+    base = f[: -len(".failover")]
+    op, rep = os.path.basename(base).rsplit("-", 1)
+    gb, calls, paths = load(f)
+    down = int(open(base + ".down").read())
+    before = [bw(gb, c) for c in calls[2:] if c[1] < down]
+    i = next(i for i, c in enumerate(calls) if c[1] >= down)
+    move_end = calls[i][1]
+    after = [bw(gb, c) for c in calls if c[0] >= move_end]
+    ended = [c for c in calls if c[1] >= down]
+    window = gb * len(ended) / ((calls[-1][1] - down) / 1e9)
+    gb1, calls1, _ = load(base + ".one-link")
+    one = statistics.median(bw(gb1, c) for c in calls1[2:])
+    stream = gb1 * (len(calls1) - 3) / ((calls1[-1][1] - calls1[2][1]) / 1e9)
+    lost = (calls[-1][1] - down) / 1e9 - gb * len(ended) / stream
+    r = dict(before=statistics.median(before), move=(move_end - down) / 1e9, movebw=bw(gb, calls[i]),
+             after=statistics.median(after), window=window, one=one, stream=stream, lost=lost)
+    res.setdefault(op, []).append(r)
+    print(f"{op} rep {rep}: before {r['before']:.4f} GB/s ({len(before)} calls), move {r['move']:.3f} s "
+          f"(that call {r['movebw']:.4f} GB/s), after {r['after']:.4f} GB/s ({len(after)} calls), "
+          f"window {window:.4f} GB/s, lost {lost:.3f} s, one link {one:.4f} GB/s ({len(calls1) - 2} calls, "
+          f"stream {stream:.4f}); after/one {r['after'] / one:.3f}, window/stream {window / stream:.3f}")
+    for p in paths:
+        print("   ", p)
+for op, rs in res.items():
+    m = lambda k: statistics.median(r[k] for r in rs)
+    ratio = lambda k, base="one": statistics.median(r[k] / r[base] for r in rs)
+    print(f"{op} medians of {len(rs)}: before {m('before'):.4f} GB/s, move {m('move'):.3f} s, after {m('after'):.4f}, "
+          f"window {m('window'):.4f} GB/s, lost {m('lost'):.3f} s, one link {m('one'):.4f} GB/s (stream {m('stream'):.4f}); "
+          f"after/one {ratio('after'):.3f}, window/stream {ratio('window', 'stream'):.3f}, before/one {ratio('before'):.3f}")
+PY
