@@ -19,7 +19,11 @@
 #           (the first two calls left out: slow start)
 #   move    from link down to the end of the first call that ended after it
 #           (the call that waited for the move), and the busbw of that call
-#   after   median busbw of the calls that started after that one ended
+#   settled from link down to the end of the last of the calls from that
+#           one on that ran below half the one-link median (the two
+#           directions of a pair move on their own: the second can stall
+#           the next call), and how many calls that was
+#   after   median busbw of the calls that started after those
 #   window  bytes of all calls that ended after the link went down over the
 #           time from link down to the last call's end: the move and the
 #           ranks' filling and checking of the buffers between calls
@@ -103,21 +107,26 @@ for f in sorted(glob.glob(os.path.join(d, "*.failover"))):
     op, rep = os.path.basename(base).rsplit("-", 1)
     gb, calls, paths = load(f)
     down = int(open(base + ".down").read())
+    gb1, calls1, _ = load(base + ".one-link")
+    one = statistics.median(bw(gb1, c) for c in calls1[2:])
     before = [bw(gb, c) for c in calls[2:] if c[1] < down]
     i = next(i for i, c in enumerate(calls) if c[1] >= down)
     move_end = calls[i][1]
-    after = [bw(gb, c) for c in calls if c[0] >= move_end]
+    j = i
+    while j + 1 < len(calls) and bw(gb, calls[j + 1]) < one / 2:
+        j += 1
+    settled = calls[j][1]
+    after = [bw(gb, c) for c in calls if c[0] >= settled]
     ended = [c for c in calls if c[1] >= down]
     window = gb * len(ended) / ((calls[-1][1] - down) / 1e9)
-    gb1, calls1, _ = load(base + ".one-link")
-    one = statistics.median(bw(gb1, c) for c in calls1[2:])
     stream = gb1 * (len(calls1) - 3) / ((calls1[-1][1] - calls1[2][1]) / 1e9)
     lost = (calls[-1][1] - down) / 1e9 - gb * len(ended) / stream
     r = dict(before=statistics.median(before), move=(move_end - down) / 1e9, movebw=bw(gb, calls[i]),
+             settled=(settled - down) / 1e9, slow=j - i + 1,
              after=statistics.median(after), window=window, one=one, stream=stream, lost=lost)
     res.setdefault(op, []).append(r)
     print(f"{op} rep {rep}: before {r['before']:.4f} GB/s ({len(before)} calls), move {r['move']:.3f} s "
-          f"(that call {r['movebw']:.4f} GB/s), after {r['after']:.4f} GB/s ({len(after)} calls), "
+          f"(that call {r['movebw']:.4f} GB/s), settled {r['settled']:.3f} s ({r['slow']} slow calls), after {r['after']:.4f} GB/s ({len(after)} calls), "
           f"window {window:.4f} GB/s, lost {lost:.3f} s, one link {one:.4f} GB/s ({len(calls1) - 2} calls, "
           f"stream {stream:.4f}); after/one {r['after'] / one:.3f}, window/stream {window / stream:.3f}")
     for p in paths:
@@ -125,7 +134,7 @@ for f in sorted(glob.glob(os.path.join(d, "*.failover"))):
 for op, rs in res.items():
     m = lambda k: statistics.median(r[k] for r in rs)
     ratio = lambda k, base="one": statistics.median(r[k] / r[base] for r in rs)
-    print(f"{op} medians of {len(rs)}: before {m('before'):.4f} GB/s, move {m('move'):.3f} s, after {m('after'):.4f}, "
+    print(f"{op} medians of {len(rs)}: before {m('before'):.4f} GB/s, move {m('move'):.3f} s, settled {m('settled'):.3f} s, after {m('after'):.4f}, "
           f"window {m('window'):.4f} GB/s, lost {m('lost'):.3f} s, one link {m('one'):.4f} GB/s (stream {m('stream'):.4f}); "
           f"after/one {ratio('after'):.3f}, window/stream {ratio('window', 'stream'):.3f}, before/one {ratio('before'):.3f}")
 PY
