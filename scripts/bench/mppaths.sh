@@ -9,7 +9,10 @@
 # 1gbit each), PER_HOST ranks a host (default 2), and prints rank 0's
 # algorithm, the median busbw of its calls and every rank's paths (bytes
 # sent and received, the share of its last striped message) at the end,
-# and each rank's bytes sent per path over its total.
+# and each rank's bytes sent per path over its total; then, from host 0's
+# interface counters sampled every 10 ms, the time of a call during which
+# no link moved data (steps within a host) and the mean rate per link.
+# IFNAME (default =eth0,eth1) is HCOMM_SOCKET_IFNAME.
 set -euo pipefail
 HCOMM=${HCOMM:-hcomm}
 PER=${1:-2}
@@ -27,8 +30,20 @@ fi
 up
 rates ${2:-1gbit} ${3:-1gbit}
 out=$DIR/$OP-$(date +%s)
-mpnet_run $HCOMM $PER HCOMM_SOCKET_IFNAME==eth0,eth1 -- $FAILSTREAM -op $OP -bytes $BYTES -for $FOR -out $out
-python3 - $out <<'PY'
+# Host 0's bytes sent and received per link, every 10 ms, while the job runs.
+ip netns exec ${P}0 python3 -c '
+import sys, time
+f = open(sys.argv[1], "w")
+while True:
+    v = [open(f"/sys/class/net/eth{i}/statistics/{d}_bytes").read().strip() for i in (0, 1) for d in ("tx", "rx")]
+    line = " ".join(v)
+    f.write(f"{time.time_ns()} {line}\n"); f.flush()
+    time.sleep(0.01)
+' $out.links &
+sampler=$!
+mpnet_run $HCOMM $PER HCOMM_SOCKET_IFNAME=${IFNAME:-=eth0,eth1} -- $FAILSTREAM -op $OP -bytes $BYTES -for $FOR -out $out
+kill $sampler 2>/dev/null || true
+python3 - $out ${2:-1gbit} ${3:-1gbit} <<'PY'
 import glob, re, statistics, sys
 out = sys.argv[1]
 head, calls = {}, []
@@ -53,4 +68,34 @@ for r, f in enumerate([out] + sorted(glob.glob(out + ".rank*"), key=lambda p: in
         print(f"rank {r} -> peer {peer}: " + ", ".join(
             f"path {p}: sent {s / 2**20:.0f} MiB ({s / tot:.2f}), received {rv / 2**20:.0f} MiB, last share {sh}"
             for p, s, rv, sh in ps))
+# Link use during the calls from the third on, from host 0's 10 ms
+# samples: per link and direction the bytes moved over the calls' time;
+# per call, the time no link moved more than a tenth of its rate either
+# way (the schedule's steps within a host) against the time some did.
+def bits(r):
+    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", r)
+    return float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
+rates = [bits(sys.argv[2]) / 8, bits(sys.argv[3]) / 8]
+samples = [[int(x) for x in l.split()] for l in open(out + ".links") if len(l.split()) == 5]
+moved, total, idle, used = [0] * 4, 0.0, [], []
+for s, e in calls[2:]:
+    quiet = busy = 0.0
+    for a, b in zip(samples, samples[1:]):
+        if a[0] < s or b[0] > e:
+            continue
+        dt = (b[0] - a[0]) / 1e9
+        d = [b[k + 1] - a[k + 1] for k in range(4)]
+        moved = [m + x for m, x in zip(moved, d)]
+        if all(x / dt < rates[k // 2] / 10 for k, x in enumerate(d)):
+            quiet += dt
+        else:
+            busy += dt
+    total += (e - s) / 1e9
+    idle.append(quiet)
+    used.append(busy)
+print(f"per call (median): {statistics.median((e - s) / 1e9 for s, e in calls[2:]):.3f} s, "
+      f"links idle {statistics.median(idle):.3f} s, some link moving {statistics.median(used):.3f} s")
+for k, name in enumerate(["eth0 tx", "eth0 rx", "eth1 tx", "eth1 rx"]):
+    print(f"host 0 {name}: {moved[k] / 2**20:.0f} MiB in {total:.2f} s of calls, "
+          f"{moved[k] / total / 1e9:.4f} GB/s (rate {rates[k // 2] / 1e9:.4f})")
 PY
