@@ -62,12 +62,13 @@ for r, f in enumerate([out] + sorted(glob.glob(out + ".rank*"), key=lambda p: in
     sent = {}
     for p in paths:
         kv = dict(x.split("=", 1) for x in p if "=" in x and "->" not in x)
-        sent.setdefault(kv["peer"], []).append((kv["path"], int(kv["sent"]), int(kv["received"]), kv["share"]))
+        sent.setdefault(kv["peer"], []).append((kv["path"], int(kv["sent"]), int(kv["received"]), kv))
     for peer, ps in sorted(sent.items()):
         tot = sum(s for _, s, _, _ in ps) or 1
         print(f"rank {r} -> peer {peer}: " + ", ".join(
-            f"path {p}: sent {s / 2**20:.0f} MiB ({s / tot:.2f}), received {rv / 2**20:.0f} MiB, last share {sh}"
-            for p, s, rv, sh in ps))
+            f"path {p}: sent {s / 2**20:.0f} MiB ({s / tot:.2f}), received {rv / 2**20:.0f} MiB, last share {kv['share']}, "
+            f"rate {float(kv['rate']) / 1e9:.4f} GB/s, retrans {kv['retrans']}, rtt {kv['rtt']}"
+            for p, s, rv, kv in ps))
 # Link use during the calls from the third on, from host 0's 10 ms
 # samples: per link and direction the bytes moved over the calls' time;
 # per call, the time no link moved more than a tenth of its rate either

@@ -170,8 +170,8 @@ func run(op string, n int, dur time.Duration, mark string, markAfter time.Durati
 		bw.WriteString(lines.String())
 	}
 	for _, p := range c.NetPaths() {
-		fmt.Fprintf(bw, "path peer=%d path=%d %s->%s up=%t retired=%t sent=%d received=%d share=%.3f\n",
-			p.Peer, p.Path, p.Local, p.Remote, p.Up, p.Retired, p.Sent, p.Received, p.Share)
+		fmt.Fprintf(bw, "path peer=%d path=%d %s->%s up=%t retired=%t sent=%d received=%d share=%.3f rate=%.0f retrans=%d rtt=%v\n",
+			p.Peer, p.Path, p.Local, p.Remote, p.Up, p.Retired, p.Sent, p.Received, p.Share, p.Rate, p.Retrans, p.RTT)
 	}
 	return bw.Flush()
 }
