@@ -101,6 +101,10 @@ func run(op string, n int, dur time.Duration, mark string, markAfter time.Durati
 		}
 	}
 	buf := make([]float32, n+1)
+	// The stream starts when every rank has laid out its data.
+	if err := c.Barrier(ctx); err != nil {
+		return err
+	}
 	var lines strings.Builder
 	var first time.Time
 	marked := mark == ""
