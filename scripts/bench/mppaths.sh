@@ -11,7 +11,8 @@
 # sent and received, the share of its last striped message) at the end,
 # and each rank's bytes sent per path over its total; then, from host 0's
 # interface counters sampled every 10 ms, the time of a call during which
-# no link moved data (steps within a host) and the mean rate per link.
+# no link moved data (steps within a host) and the mean rate per link,
+# and each host's TCP retransmission timeouts and retransmitted segments.
 # IFNAME (default =eth0,eth1) is HCOMM_SOCKET_IFNAME.
 set -euo pipefail
 HCOMM=${HCOMM:-hcomm}
@@ -43,6 +44,10 @@ while True:
 sampler=$!
 mpnet_run $HCOMM $PER HCOMM_SOCKET_IFNAME=${IFNAME:-=eth0,eth1} -- $FAILSTREAM -op $OP -bytes $BYTES -for $FOR -out $out
 kill $sampler 2>/dev/null || true
+# The namespaces are new: their counters are this job's.
+for i in 0 1; do
+  echo "$(ip netns exec ${P}$i nstat -asz TcpExtTCPTimeouts TcpRetransSegs | awk '!/^#/ {printf "%s %s ", $1, $2}')"
+done > $out.tcp
 python3 - $out ${2:-1gbit} ${3:-1gbit} <<'PY'
 import glob, re, statistics, sys
 out = sys.argv[1]
@@ -96,6 +101,11 @@ for s, e in calls[2:]:
     used.append(busy)
 print(f"per call (median): {statistics.median((e - s) / 1e9 for s, e in calls[2:]):.3f} s, "
       f"links idle {statistics.median(idle):.3f} s, some link moving {statistics.median(used):.3f} s")
+for h, l in enumerate(open(out + ".tcp")):
+    f = l.split()
+    c = dict(zip(f[::2], map(int, f[1::2])))
+    print(f"host {h}: {c.get('TcpExtTCPTimeouts', 0)} TCP retransmission timeouts "
+          f"({c.get('TcpExtTCPTimeouts', 0) / len(calls):.1f} per call), {c.get('TcpRetransSegs', 0)} segments retransmitted")
 for k, name in enumerate(["eth0 tx", "eth0 rx", "eth1 tx", "eth1 rx"]):
     print(f"host 0 {name}: {moved[k] / 2**20:.0f} MiB in {total:.2f} s of calls, "
           f"{moved[k] / total / 1e9:.4f} GB/s (rate {rates[k // 2] / 1e9:.4f})")
