@@ -238,3 +238,48 @@ func TestRecorderStop(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderRecordOverwrites: a collective recorded at its end while the
+// tick is armed (Record's short path) takes over a slot whatever it held
+// before — a failed call with its error and times, a Send with its peer —
+// and is entered and completed like any other.
+func TestRecorderRecordOverwrites(t *testing.T) {
+	var r Recorder
+	r.AfterFunc = func(time.Duration, func()) Timer { return &fakeTimer{armed: true} }
+	c := NewClock()
+	r.SetClock(c)
+	for i := range Size {
+		fp := wire.Fingerprint{Seq: uint64(i + 1), Coll: sched.AllGather, DType: reduce.Int8, Count: 9}
+		if i%2 == 0 {
+			fp.Coll = wire.CollSendRecv
+			r.End(r.BeginP2P("Send", &fp, 3, c.Now()), nil)
+			continue
+		}
+		r.End(r.Begin("AllGather", &fp, c.Now()), errors.New("boom"))
+	}
+	before := c.Now()
+	fp := wire.Fingerprint{Coll: sched.Broadcast, DType: reduce.Uint8, Root: 1, Count: 8}
+	for i := range Size {
+		fp.Seq = uint64(100 + i)
+		r.Record("Broadcast", &fp, nil)
+	}
+	es := r.Entries() // stamps them, with its reading of the clock
+	after := c.Now()
+	if len(es) != Size {
+		t.Fatalf("%d entries, want %d", len(es), Size)
+	}
+	for i, e := range es {
+		want := fp
+		want.Seq = uint64(100 + i)
+		if e.Seq != want.Seq || e.Name != "Broadcast" || e.FP != want || e.State != Done || e.Err != "" || e.Peer != 0 ||
+			e.Start.Before(before) || e.End.After(after) || !e.Start.Equal(e.End) {
+			t.Errorf("entry %d: %+v", i, e)
+		}
+	}
+	if s := r.Snapshot(); s.Entered != fp.Seq || s.Completed != fp.Seq || s.State != "done" || len(s.P2P) != 0 {
+		t.Errorf("snapshot %+v", s)
+	}
+	if call, ok := r.CallOf(fp.Seq); !ok || !strings.HasPrefix(call, "Broadcast(") {
+		t.Errorf("CallOf(%d) = %q, %v", fp.Seq, call, ok)
+	}
+}
