@@ -58,7 +58,10 @@ import (
 //     keepAfter looks in a row with nothing to read on the lead (kept); the
 //     next striped header that names its connection takes it (useKept).
 //     Healthy traffic never waits that long with the lead empty, so the
-//     copy and the allocation stay off the common path.
+//     copy and the allocation stay off the common path. A receiver that
+//     joins a move off the path its own send lead is on moves that lead
+//     too, at its next Send (sfollow), instead of waiting for a stall of
+//     its own: the peer's host already found the path stopped.
 //
 // With every path stopped nothing moves: the pair waits for a path or for
 // DeadAfter, which fails it as before. A lead that stops again before its
@@ -485,7 +488,11 @@ func (pr *peer) leadStalled(during string) error {
 	if !pr.sstalled.Load() {
 		return nil
 	}
-	if err := pr.moveLead("no acknowledgement during a " + during); err != nil && err != errNoMove {
+	why := "no acknowledgement during a " + during
+	if pr.sfollow.Swap(false) {
+		why = "the peer moved its lead stream off the path"
+	}
+	if err := pr.moveLead(why); err != nil && err != errNoMove {
 		return err
 	}
 	return nil
@@ -750,10 +757,18 @@ func (pr *peer) joinLead() error {
 		}
 		pr.mu.Lock()
 		pr.rl, pr.rlOld = c, old
+		follow := pr.sl.path == old.path
 		pr.mu.Unlock()
 		pr.recv.setLead(c)
 		pr.t.log.Warn("tcp: peer moved the lead stream off a stopped path",
 			"peer", pr.rank, "path", old.path.idx, "local", old.path.local, "remote", old.path.remote, "to", c.path.idx)
+		if follow {
+			// The peer found the path stopped: this end's send lead
+			// on it moves too, at its next Send, rather than after
+			// StallAfter of its own.
+			pr.sfollow.Store(true)
+			pr.sstalled.Store(true)
+		}
 		return true
 	})
 	return err

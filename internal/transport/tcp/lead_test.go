@@ -319,6 +319,11 @@ func TestLeadMove(t *testing.T) {
 					}
 				}
 			}
+			// Rank 1's own send lead was on the path rank 0 left: it
+			// moved too, at its first Send after the join.
+			if logs := w.logs.String(); !strings.Contains(logs, `why="the peer moved its lead stream off the path"`) {
+				t.Errorf("rank 1 did not move its send lead after rank 0's move:\n%s", logs)
+			}
 		})
 	}
 }

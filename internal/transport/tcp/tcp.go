@@ -391,6 +391,7 @@ type peer struct {
 	seg      leadSeg      // the Send's large frame on sl (smu)
 	moveBufs [][]byte     // moveLead's (smu)
 	sstalled atomic.Bool  // the watch found sl stalled
+	sfollow  atomic.Bool  // sstalled because the peer moved its lead off sl's path
 	rmove    atomic.Bool  // the watch found a lead frame: a receive joins
 	rhdrWait atomic.Bool  // a receive waits for a header on the lead
 	rstripe  atomic.Bool  // the watch found a stripe while it did
