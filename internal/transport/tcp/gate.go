@@ -161,6 +161,15 @@ func (g *gate) exit() {
 	g.mu.Unlock()
 }
 
+// ifIdle calls f if no call is in progress, with none entering meanwhile.
+func (g *gate) ifIdle(f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.active == nil {
+		f()
+	}
+}
+
 // fire runs when a watched context is done. Hooks of earlier calls may
 // still fire, so it interrupts the call in progress only if that call's own
 // context is done.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -49,19 +50,23 @@ import (
 //     header was written while the old lead led has its first stripe on the
 //     old lead's connection; others on the new one. A stripe can come before
 //     its header, which may be lost with the lead's path, and a lead frame
-//     wait behind it: so while a receive waits for a header, a stripe of the
-//     message it expects (its fingerprint, within its buffer) at the front
+//     wait behind it: so while a receive waits for a header on an idle
+//     lead, a stripe of the message it expects (its call's fingerprint,
+//     within its buffer, which is large enough to be striped) at the front
 //     of another path's first connection is read at once (preRead), and
 //     the header, when it comes, must name it. A stripe of a later message
-//     (the receive waits for a small message lost before it) is read too,
-//     into a buffer allocated then, once the watch has seen it there for
-//     keepAfter looks in a row with nothing to read on the lead (kept); the
-//     next striped header that names its connection takes it (useKept).
-//     Healthy traffic never waits that long with the lead empty, so the
-//     copy and the allocation stay off the common path. A receiver that
-//     joins a move off the path its own send lead is on moves that lead
-//     too, at its next Send (sfollow), instead of waiting for a stall of
-//     its own: the peer's host already found the path stopped.
+//     (the receive waits for a small message lost, or cut in the middle,
+//     before it) is read too, into a buffer of its own that grows as the
+//     bytes come (kept, keptMax a pair), once the lead made no progress for
+//     keepAfter looks in a row of the watch, whether the receive waits for
+//     a header, the rest of one, or a payload; the next striped header
+//     that names its connection takes it (useKept). Only a lead path
+//     stalled for keepAfter/8 of StallAfter (stopped, or losing a segment
+//     twice in a row) gets there, so the copy and the allocation stay off
+//     the common path. A receiver that joins a move off the path its own
+//     send lead is on moves that lead too, at its next Send (sfollow),
+//     instead of waiting for a stall of its own: the peer's host already
+//     found the path stopped.
 //
 // With every path stopped nothing moves: the pair waits for a path or for
 // DeadAfter, which fails it as before. A lead that stops again before its
@@ -187,7 +192,7 @@ func (pr *peer) watchLead() {
 			pr.rkeep.Store(false)
 			pr.rmove.Store(true)
 			pr.recv.pokeLead()
-		case stripe && pr.rhdrWait.Load():
+		case stripe && (pr.rhdrWait.Load() || pr.rbody.Load()):
 			// A stripe came before its header, which may be lost with
 			// the lead's path: the receive reads it now, so that a lead
 			// frame behind it can be seen; one of a later message only
@@ -262,9 +267,16 @@ func (pr *peer) findLeadFrame() (lead, stripe bool) {
 // own (kept).
 const keepAfter = 3
 
-// keptMax bounds a kept stripe: a larger one is left where it is (the pair
-// then waits for DeadAfter, as without keeping).
-const keptMax = 1 << 30
+// keptMax bounds the bytes of the kept stripes of a pair, all connections
+// together: a stripe that would take them beyond it is left where it is
+// (the pair then waits for the lead, or for DeadAfter, as without
+// keeping). keptChunk is how much a kept stripe's buffer grows by at a
+// time, so that the memory follows the bytes that came, not the length a
+// header claims.
+const (
+	keptMax   = 256 << 20
+	keptChunk = 1 << 20
+)
 
 // keptStripe is a stripe of a message after the one being received, read
 // ahead of a lead frame (see the top of this file).
@@ -282,6 +294,22 @@ func (pr *peer) recvLeadIdle() bool {
 	pr.mu.Unlock()
 	q, ok := queuedBytes(rl.nc)
 	return ok && q == 0
+}
+
+// leadStill reports, at a wake-up of the receive for a stripe ahead (the
+// watch's, one a look), whether the receive lead, stopped in the middle of
+// a frame, read nothing and had nothing to read at this wake-up and the
+// keepAfter-1 before it. The caller holds the receive gate and the lead's
+// rmu.
+func (pr *peer) leadStill() bool {
+	c := pr.rl
+	q, ok := queuedBytes(c.nc)
+	if !ok || q != 0 || c.aend != c.aoff || c.prev != nil || c.inReplay() || c.rread != pr.rstillAt {
+		pr.rstill, pr.rstillAt = 0, c.rread
+		return false
+	}
+	pr.rstill++
+	return pr.rstill >= keepAfter
 }
 
 // idle reports whether the receive lead c has nothing to read: no frame
@@ -303,7 +331,7 @@ func (c *conn) idle() bool {
 // buffers of their own (pr.rkept). The caller holds the receive gate and
 // the lead's rmu.
 func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, keep bool) error {
-	if fp == nil {
+	if fp == nil && !keep {
 		return nil
 	}
 	var err error
@@ -319,14 +347,20 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 		if !ok || h.Type != wire.FrameStripe || h.Paths != 0 {
 			return false
 		}
-		var part []byte
-		mine := h.Fingerprint == *fp && h.Offset <= uint64(len(p)) && h.Len <= uint64(len(p))-h.Offset
-		switch {
-		case mine:
-			part = p[h.Offset : h.Offset+h.Len]
-		case keep && h.Len <= keptMax:
-			part = make([]byte, h.Len) // rare: see the top of this file
-		default:
+		// The fingerprint names the call, which may send this peer
+		// several messages. A stripe is of the message awaited only if
+		// that one is large enough to be striped: a Send of stripeMin
+		// bytes or more returns only once its header was acknowledged,
+		// so the stripes of the messages after it go out only once
+		// that header is in this rank's socket (and the lead is not
+		// idle). Before a smaller message, any stripe is of a later one.
+		mine := fp != nil && h.Fingerprint == *fp && len(p) >= stripeMin && h.Offset <= uint64(len(p)) && h.Len <= uint64(len(p))-h.Offset
+		if !mine && (!keep || h.Len > keptMax-pr.keptBytes()) {
+			if keep && !pr.rbig {
+				pr.rbig = true // once per receive
+				pr.t.log.Warn("tcp: a stripe ahead of the lead stream is larger than what a pair keeps; left in place",
+					"peer", pr.rank, "path", c.path.idx, "bytes", h.Len, "kept", pr.keptBytes(), "max", keptMax)
+			}
 			return false
 		}
 		pr.recv.arm(len(pr.conns))
@@ -339,7 +373,14 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 				}
 			}
 		}
-		if _, err = io.ReadFull(c, part); err == nil {
+		var part []byte
+		if mine {
+			part = p[h.Offset : h.Offset+h.Len]
+			_, err = io.ReadFull(c, part)
+		} else {
+			part, err = readKept(c, h.Len) // rare: see the top of this file
+		}
+		if err == nil {
 			err = checkCRC(pr.rank, &h, part)
 		}
 		if err != nil {
@@ -357,6 +398,32 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 		return false
 	})
 	return err
+}
+
+// readKept reads a kept stripe of n bytes from r into a buffer that grows
+// as the bytes come, keptChunk at a time.
+func readKept(r io.Reader, n uint64) ([]byte, error) {
+	var b []byte
+	for uint64(len(b)) < n {
+		k := int(min(n-uint64(len(b)), keptChunk))
+		b = slices.Grow(b, k)
+		got, err := io.ReadFull(r, b[len(b):len(b)+k])
+		b = b[:len(b)+got]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// keptBytes returns the bytes of the kept stripes. The caller holds the
+// receive gate.
+func (pr *peer) keptBytes() uint64 {
+	var n uint64
+	for _, k := range pr.rkept {
+		n += uint64(len(k.data))
+	}
+	return n
 }
 
 // keptOn returns the positions of the kept stripes. The caller holds the
@@ -801,7 +868,11 @@ func (pr *peer) leadWrite(ctx context.Context, h *wire.FrameHeader, part []byte)
 	var n int64
 	var err error
 	if lost := pr.t.testLost; lost != nil && lost(c) {
-		n = c.lose(h, part)
+		var cut int64
+		if f := pr.t.testCutLost; f != nil {
+			cut = f(c)
+		}
+		n = c.lose(h, part, cut)
 	} else {
 		n, err = c.write(h, part)
 	}
@@ -810,11 +881,20 @@ func (pr *peer) leadWrite(ctx context.Context, h *wire.FrameHeader, part []byte)
 }
 
 // lose is write for a frame lost on the way (testLost): the copies are
-// kept and the stream counted, but nothing goes on the socket.
-func (c *conn) lose(h *wire.FrameHeader, part []byte) int64 {
+// kept and the stream counted, but nothing goes on the socket beyond the
+// frame's first cut bytes (testCutLost), as when a path stops in the
+// middle of a frame.
+func (c *conn) lose(h *wire.FrameHeader, part []byte, cut int64) int64 {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	h.MarshalTo(c.whdr[:])
+	if cut > 0 {
+		k := min(cut, int64(len(c.whdr)))
+		c.nc.Write(c.whdr[:k])
+		if rest := min(cut-k, int64(len(part))); rest > 0 {
+			c.nc.Write(part[:rest])
+		}
+	}
 	if c.log != nil {
 		c.log.add(c.whdr[:])
 		c.log.add(part)
@@ -858,11 +938,20 @@ func (pr *peer) leadHeader(ctx context.Context, poll bool, fp *wire.Fingerprint,
 		if !again {
 			return h, n, early, err
 		}
-		if jerr == nil && pr.rstripe.Swap(false) && n == 0 && pr.rl == c && c.idle() {
-			// (Not while the lead has bytes to read: the header may
-			// be there, and a stripe read first may never end if its
-			// own path stopped under it.)
-			jerr = pr.preRead(ctx, fp, p, pr.rkeep.Swap(false))
+		if jerr == nil && pr.rstripe.Swap(false) && pr.rl == c {
+			switch {
+			case n == 0 && c.idle():
+				// (Not while the lead has bytes to read: the header
+				// may be there, and a stripe read first may never
+				// end if its own path stopped under it.)
+				jerr = pr.preRead(ctx, fp, p, pr.rkeep.Swap(false))
+			case (n > 0 || c.rhn != 0) && pr.leadStill():
+				// The lead stopped in the middle of a header: which
+				// message it starts is not known yet, so a stripe
+				// ahead is kept, and taken by its message's header
+				// (useKept), this one's or a later one's.
+				jerr = pr.preRead(ctx, nil, nil, true)
+			}
 		}
 		if jerr != nil {
 			return h, n, early, jerr

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -210,4 +211,77 @@ func TestLeadMoveCut(t *testing.T) {
 		}
 		break
 	}
+}
+
+// TestPreReadKeep: what a receive waiting on an idle lead does with a
+// stripe at the front of another path's connection. A stripe naming the
+// call of a message too small to be striped is a later message's of that
+// call, never the awaited one's; it is kept only when asked, and one
+// larger than a pair keeps is left in place. The kept stripes go when the
+// pair fails.
+func TestPreReadKeep(t *testing.T) {
+	w := newLeadWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr1 := w.trs[1].peers[0]
+	c0 := w.pr.sview[w.pr.paths[1].conns[0].pos]
+	c1 := pr1.rview[pr1.paths[1].conns[0].pos]
+	fp := fpFor(7, 50<<10)
+	stripe := make([]byte, 1000)
+	fill(stripe, 0, 7)
+	// A later message's stripe at offset 0: it would fit the awaited
+	// 50 KiB message, whose fingerprint it bears.
+	if _, err := c0.write(&wire.FrameHeader{Type: wire.FrameStripe, Fingerprint: fp, Len: uint64(len(stripe)), Total: stripeMin}, stripe); err != nil {
+		t.Fatal(err)
+	}
+	for queued(t, c1.nc) < wire.FrameHeaderSize+len(stripe) {
+		if ctx.Err() != nil {
+			t.Fatal("rank 1 did not receive the stripe")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	preRead := func(p []byte, keep bool) {
+		t.Helper()
+		pr1.rl.rmu.Lock()
+		defer pr1.rl.rmu.Unlock()
+		if err := pr1.preRead(ctx, &fp, p, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := make([]byte, 50<<10)
+	preRead(p, false)
+	if pr1.rpre != 0 || len(pr1.rkept) != 0 || queued(t, c1.nc) == 0 {
+		t.Fatalf("a stripe was read for a %d-byte message, which is never striped (read before: %#x, kept %d)", len(p), pr1.rpre, len(pr1.rkept))
+	}
+	preRead(p, true)
+	if pr1.rpre != 0 || len(pr1.rkept) != 1 || !bytes.Equal(pr1.rkept[0].data, stripe) {
+		t.Fatalf("the stripe was not kept for a later message (read before: %#x, kept %d)", pr1.rpre, len(pr1.rkept))
+	}
+
+	// A stripe header claiming more than a pair keeps: left in place,
+	// nothing allocated for it.
+	if _, err := c0.write(&wire.FrameHeader{Type: wire.FrameStripe, Fingerprint: fp, Offset: stripeMin, Len: keptMax, Total: 2 * keptMax}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for queued(t, c1.nc) < wire.FrameHeaderSize {
+		if ctx.Err() != nil {
+			t.Fatal("rank 1 did not receive the stripe header")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pr1.rkept[0].pos = pr1.rl.pos // as if kept from another connection
+	preRead(p, true)
+	if len(pr1.rkept) != 1 || queued(t, c1.nc) != wire.FrameHeaderSize {
+		t.Fatalf("a stripe beyond what a pair keeps was read: kept %d, %d bytes left", len(pr1.rkept), queued(t, c1.nc))
+	}
+	if !strings.Contains(w.logs.String(), "larger than what a pair keeps") {
+		t.Errorf("no WARN for the stripe left in place:\n%s", w.logs.String())
+	}
+
+	pr1.fail(errors.New("test: the pair fails"))
+	pr1.recv.ifIdle(func() {
+		if pr1.rkept != nil {
+			t.Errorf("%d kept stripes outlive the pair", len(pr1.rkept))
+		}
+	})
 }

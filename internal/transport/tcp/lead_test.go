@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -118,6 +120,7 @@ type leadWorld struct {
 	acked  atomic.Uint64
 	at     atomic.Pointer[string]           // testLeadAt place where stall is set
 	lose   atomic.Bool                      // frames on the first lead are lost
+	cut    atomic.Int64                     // bytes of the next lost frame that arrive after all
 	moveTo atomic.Pointer[func(next *conn)] // called before a move writes its lead frame
 }
 
@@ -146,6 +149,7 @@ func newLeadWorld(t *testing.T, setup ...func(tr *Transport)) *leadWorld {
 	}
 	t0.testStall = func(c *conn) bool { return w.stall.Load() && c == w.old.Load() }
 	t0.testLost = func(c *conn) bool { return w.lose.Load() && c == w.old.Load() }
+	t0.testCutLost = func(*conn) int64 { return w.cut.Swap(0) }
 	t0.testLeadAt = func(where string) {
 		if p := w.at.Load(); p != nil && *p == where {
 			w.stall.Store(true)
@@ -211,20 +215,26 @@ func TestLeadMove(t *testing.T) {
 		acked  uint64 // bytes after them taken as acknowledged
 		large  string // a large message in flight: where it stalls
 		lost   bool   // the frames after the small ones never reach the peer
+		cut    int64  // bytes of the first lost frame that arrive after all
 	}{
-		{"replay read already", 5, 5, 2 * frame, "", false},
-		{"replay partly read", 6, 3, 1 * frame, "", false},
-		{"acknowledged not read", 6, 1, 4 * frame, "", false},
-		{"header split", 4, 2, 2*frame + 10, "", false},
-		{"nothing to replay", 3, 3, 3 * frame, "", false},
-		{"large header unacknowledged", 2, 0, 2 * frame, "await", false},
-		{"large first stripe unacknowledged", 0, 0, wire.FrameHeaderSize + 1000, "await", false},
-		{"large header lost", 2, 2, 2 * frame, "await", true},
+		{"replay read already", 5, 5, 2 * frame, "", false, 0},
+		{"replay partly read", 6, 3, 1 * frame, "", false, 0},
+		{"acknowledged not read", 6, 1, 4 * frame, "", false, 0},
+		{"header split", 4, 2, 2*frame + 10, "", false, 0},
+		{"nothing to replay", 3, 3, 3 * frame, "", false, 0},
+		{"large header unacknowledged", 2, 0, 2 * frame, "await", false, 0},
+		{"large first stripe unacknowledged", 0, 0, wire.FrameHeaderSize + 1000, "await", false, 0},
+		{"large header lost", 2, 2, 2 * frame, "await", true, 0},
 		// The reordering a move must undo: the small message and the
 		// large one's header are lost with path 0, the large one's
 		// stripe waits on path 1 in front of the lead frame, and
 		// rank 1 waits for the small message.
-		{"small message and large header lost", 2, 2, 2 * frame, "await", true},
+		{"small message and large header lost", 2, 2, 2 * frame, "await", true, 0},
+		// The link goes down in the middle of the small frame: rank 1
+		// waits for the rest of its payload, or of its header, with
+		// the stripe and the lead frame behind it on path 1.
+		{"small message cut in its payload", 2, 2, 2 * frame, "await", true, wire.FrameHeaderSize + 30},
+		{"small message cut in its header", 2, 2, 2 * frame, "await", true, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,6 +266,7 @@ func TestLeadMove(t *testing.T) {
 				where := tt.large
 				w.at.Store(&where)
 			}
+			w.cut.Store(tt.cut)
 			w.lose.Store(tt.lost)
 			// After the move (or across it): small and large messages.
 			sizes := []int{large, small, 8, large, small}
@@ -358,5 +369,27 @@ func TestLeadFrameBad(t *testing.T) {
 				t.Fatalf("Recv: %v, want ErrPeerLost saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadKept: a kept stripe's buffer grows with the bytes that come, not
+// with the length its header claims, and a stripe cut short is an error.
+func TestReadKept(t *testing.T) {
+	data := make([]byte, 3*keptChunk+5)
+	fill(data, 0, 1)
+	got, err := readKept(bytes.NewReader(data), uint64(len(data)))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("readKept: %v, equal %v", err, bytes.Equal(got, data))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = readKept(bytes.NewReader(make([]byte, 100)), 1<<30)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a stripe of 100 of 1 GiB: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4*keptChunk {
+		t.Fatalf("reading 100 bytes of a stripe claiming 1 GiB allocated %d bytes", n)
 	}
 }

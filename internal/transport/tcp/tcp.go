@@ -296,6 +296,10 @@ type Transport struct {
 	// send lead c vanish (as into a link that went down) when it reports
 	// true: kept for a move, never put on the socket.
 	testLost func(c *conn) bool
+	// testCutLost, set by tests before use, makes the first bytes of a
+	// frame testLost loses reach the peer after all: as many as it
+	// returns.
+	testCutLost func(c *conn) int64
 	// testMoveTo, set by tests before use, is called with the connection
 	// a move of the send lead is about to write its lead frame on
 	// (lead.go).
@@ -398,6 +402,10 @@ type peer struct {
 	rpre     uint16       // positions whose stripe the receive read before the header
 	rkeep    atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
 	rkept    []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
+	rbig     bool         // the receive left a stripe too large to keep (receive gate)
+	rbody    atomic.Bool  // a receive waits for a payload, or the rest of a header, on the lead
+	rstill   int          // wake-ups in a row with a stripe ahead and no byte on the lead (receive gate)
+	rstillAt uint64       // the lead's rread at the last of them (receive gate)
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -739,6 +747,9 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		if pr.rl != c0 {
 			pr.rl.rmu.Unlock()
 		}
+		if pr.rkept != nil && pr.failure.Load() != nil {
+			pr.rkept = nil // no message comes to take them (see fail)
+		}
 	}()
 
 	// Small messages are latency-bound: poll for them. A large one is
@@ -746,6 +757,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	// the copies that move it.
 	pr.rext = pr.rext[:0]
 	pr.rpre = 0
+	pr.rbig, pr.rstill = false, 0
 	h, n, early, err := pr.leadHeader(ctx, len(p) <= eagerMax, fp, p)
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
@@ -1191,6 +1203,9 @@ func (pr *peer) fail(err error) error {
 	close(pr.failed)
 	pr.send.kill()
 	pr.recv.kill()
+	// The stripes kept for a later message (lead.go) go: between
+	// receives here, or as the receive in progress ends (Recv).
+	pr.recv.ifIdle(func() { pr.rkept = nil })
 	pr.closeConns()
 	return err
 }
