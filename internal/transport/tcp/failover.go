@@ -412,15 +412,14 @@ func connFailed(err error) bool {
 // worker gives the receive's watch on conn 0 (see worker.run).
 func (pr *peer) readWoken(ctx context.Context, b []byte) (int, error) {
 	got := 0
-	pr.rbody.Store(pr.leadOK)
-	defer pr.rbody.Store(false)
 	for {
 		n, err := io.ReadFull(pr.rl, b[got:])
 		got += n
 		if again, jerr := pr.woken(ctx, err); again {
-			if jerr == nil && pr.rstripe.Swap(false) && pr.leadStill() {
+			if jerr == nil && pr.rstripe.Swap(false) && pr.rbody.Load() && pr.leadStill() {
 				// A stripe waits ahead of a lead frame while the
-				// lead stopped in the middle of a frame (lead.go).
+				// lead stopped in the middle of a message's first
+				// frame (lead.go).
 				jerr = pr.preRead(ctx, nil, nil, true)
 			}
 			if jerr != nil {

@@ -403,7 +403,7 @@ type peer struct {
 	rkeep    atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
 	rkept    []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
 	rbig     bool         // the receive left a stripe too large to keep (receive gate)
-	rbody    atomic.Bool  // a receive waits for a payload, or the rest of a header, on the lead
+	rbody    atomic.Bool  // a receive reads a message's first frame's payload on the lead
 	rstill   int          // wake-ups in a row with a stripe ahead and no byte on the lead (receive gate)
 	rstillAt uint64       // the lead's rread at the last of them (receive gate)
 }
@@ -880,7 +880,9 @@ dispatch:
 	moved := int64(n)
 	if err == nil {
 		var m int
+		pr.rbody.Store(pr.leadOK) // (lead.go: a stripe ahead may be kept)
 		m, err = pr.readWoken(ctx, buf[:h.Len])
+		pr.rbody.Store(false)
 		if err == nil {
 			err = checkCRC(peer, &h, buf[:h.Len])
 		}
