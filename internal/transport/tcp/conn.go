@@ -45,6 +45,8 @@ type conn struct {
 	log    *leadLog
 	seghdr *[wire.FrameHeaderSize]byte
 
+	tinfo tcpInfoReader // TCP_INFO reads (tcpinfo_linux.go)
+
 	rmu      sync.Mutex
 	rhdr     [wire.FrameHeaderSize]byte
 	rhn      int              // bytes of rhdr read by an interrupted watchHeader
@@ -159,7 +161,9 @@ func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
 			setUserTimeout(tc, deadAfter)
 		}
 	}
-	return &conn{nc: nc, idx: idx, crc: crc}
+	c := &conn{nc: nc, idx: idx, crc: crc}
+	c.tinfo.init(nc)
+	return c
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

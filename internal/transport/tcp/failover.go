@@ -73,7 +73,7 @@ func (pr *peer) setupFailover() {
 	pr.rext = make([]extent, 0, 2*n)
 	pr.multi = len(pr.paths) > 1
 	if pr.multi && pr.t.stallAfter > 0 {
-		_, _, _, ok := sendState(pr.conns[0].nc)
+		_, _, _, ok := sendState(pr.conns[0])
 		pr.failover = ok
 	}
 	pr.stimer = time.NewTimer(time.Hour)
@@ -98,7 +98,7 @@ func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired 
 		if (skip|retired)&bit != 0 {
 			continue
 		}
-		unacked, blocked, ackAge, ok := sendState(c.nc)
+		unacked, blocked, ackAge, ok := sendState(c)
 		if !ok || !unacked {
 			if which == stripeWritten {
 				pr.sstate[pos] = stripeAcked

@@ -260,7 +260,7 @@ func TestFailoverReset(t *testing.T) {
 		rc.SetLinger(0)
 		rc.Close()
 		for ctx.Err() == nil {
-			if _, _, age, ok := sendState(c.nc); !ok || age == time.Duration(math.MaxInt64) {
+			if _, _, age, ok := sendState(c); !ok || age == time.Duration(math.MaxInt64) {
 				break
 			}
 			time.Sleep(time.Millisecond)

@@ -101,7 +101,7 @@ func (pr *peer) setupLead() {
 // bytes_acked (not in its bytes_sent), and the dialer is the pair's lower
 // rank.
 func (pr *peer) setKbase(c *conn) bool {
-	w, _, ok := streamCounts(c.nc)
+	w, _, ok := streamCounts(c)
 	if !ok {
 		return false
 	}
@@ -115,7 +115,7 @@ func (pr *peer) setKbase(c *conn) bool {
 // ackedAt returns the stream offset up to which the peer's host
 // acknowledged c's bytes.
 func (pr *peer) ackedAt(c *conn) (uint64, bool) {
-	_, acked, ok := streamCounts(c.nc)
+	_, acked, ok := streamCounts(c)
 	if !ok || acked < c.kbase {
 		return 0, false
 	}
@@ -148,9 +148,9 @@ func (pr *peer) watchLead() {
 		pr.mu.Lock()
 		sl := pr.sl
 		pr.mu.Unlock()
-		unacked, blocked, ackAge, ok := sendState(sl.nc)
+		unacked, blocked, ackAge, ok := sendState(sl)
 		acked, _ := pr.ackedAt(sl)
-		if ok && unacked && blocked && ackAge >= t.stallAfter/2 && timeouts(sl.nc) >= 2 && stuck.IsZero() {
+		if ok && unacked && blocked && ackAge >= t.stallAfter/2 && timeouts(sl) >= 2 && stuck.IsZero() {
 			// Two retransmission timeouts in a row (at least 600 ms
 			// of a segment unacknowledged) and no acknowledgement for
 			// half the bound: the bound is counted from when the data

@@ -101,7 +101,7 @@ func (p *path) sampleKernel(view []*conn) bool {
 	var acked uint64
 	var busy time.Duration
 	for _, c := range p.conns {
-		a, b, ok := tcpProgress(view[c.pos].nc)
+		a, b, ok := tcpProgress(view[c.pos])
 		if !ok {
 			return false
 		}
@@ -192,7 +192,7 @@ func (t *Transport) Paths() []PathStats {
 				Rate: p.getRate(), Share: math.Float64frombits(p.share.Load()),
 				Sent: p.sent.Load(), Received: p.received.Load(), Gen: int(pr.sgen[p.idx])}
 			for _, c := range p.conns {
-				if rtt, re, ok := tcpInfo(pr.sview[c.pos].nc); ok {
+				if rtt, re, ok := tcpInfo(pr.sview[c.pos]); ok {
 					s.RTT = max(s.RTT, rtt)
 					s.Retrans += re
 				}

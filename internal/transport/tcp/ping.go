@@ -68,7 +68,7 @@ func (pr *peer) pingOnce(now time.Time) {
 				if c == sl {
 					continue // the lead stream moved here (lead.go)
 				}
-				unacked, blocked, ackAge, ok := sendState(c.nc)
+				unacked, blocked, ackAge, ok := sendState(c)
 				if !ok {
 					continue
 				}

@@ -924,13 +924,20 @@ func TestNoAllocs(t *testing.T) {
 		nsocks int
 		size   int
 		ctx    context.Context
-		paths  bool // two loopback paths: the first path's copy for a move (lead.go)
+		paths  bool    // two loopback paths: the first path's copy for a move (lead.go)
+		recvs  float64 // allocations allowed per round trip
 	}{
-		{"small", 1, 64, context.Background(), false},
-		{"small with deadline", 1, 64, deadlineCtx, false},
-		{"striped", 4, 1 << 20, context.Background(), false},
-		{"striped with deadline", 4, 1 << 20, deadlineCtx, false},
-		{"small over two paths", 1, 64, deadlineCtx, true},
+		{"small", 1, 64, context.Background(), false, 0},
+		{"small with deadline", 1, 64, deadlineCtx, false, 0},
+		{"striped", 4, 1 << 20, context.Background(), false, 0},
+		{"striped with deadline", 4, 1 << 20, deadlineCtx, false, 0},
+		{"small over two paths", 1, 64, deadlineCtx, true, 0},
+		// Stripes on both paths: Send polls TCP_INFO for their
+		// acknowledgements (tcpinfo_linux.go) and allocates nothing.
+		// Each Recv (two a round trip, one each end) still allocates
+		// once: its watch for a repair on the first path is woken by
+		// a read deadline, and net wraps that in an *OpError.
+		{"striped over two paths", 1, 1 << 20, deadlineCtx, true, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -955,7 +962,7 @@ func TestNoAllocs(t *testing.T) {
 				}
 			}
 			pingPong()
-			if allocs := testing.AllocsPerRun(50, pingPong); allocs > 0.5 {
+			if allocs := testing.AllocsPerRun(50, pingPong); allocs > tt.recvs+0.5 {
 				t.Errorf("%.1f allocations per round trip", allocs)
 			}
 		})
