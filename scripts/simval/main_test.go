@@ -71,7 +71,10 @@ func TestSHMValidationRuns(t *testing.T) {
 // measured before that change with the terms their own fits give (go run
 // ./scripts/simval DIR prints them as -params): shm-idle2 (main at
 // f13b491) and shm-idle (main at b6ebe0b, with 2 ranks on one core as
-// the only calibration run); of the fits found from different starts
+// the only calibration run); and shm-idle4 (main at 15a06a2, with the
+// runs that tell the per-core formulas apart: 6 ranks on 2 cores), checked
+// twice: with sim.Local()'s terms, fitted on shm-idle3 (a set the model
+// never saw), and with its own fit's; of the fits found from different starts
 // (the search's minima are local), the one with the smallest mean |error|
 // on its fitting set. Each is fitted on its 2-rank and confined
 // runs only; the 4- and 8-rank points validate, the group calls among
@@ -86,6 +89,8 @@ func TestSHMIdle(t *testing.T) {
 		within, total int
 	}{
 		{"testdata/shm-idle3", shmParams(sim.Local()), 59, 86},
+		{"testdata/shm-idle4", shmParams(sim.Local()), 61, 86},
+		{"testdata/shm-idle4", "5e-07,1.25e-10,5e-11,0.5,1.6e+10,2e-07,5e-07,0.9,2e-06,0.8", 68, 86},
 		{"testdata/shm-idle2", "5e-07,1.25e-10,7.5e-11,0.5,1e+10,2e-07,5e-07,1,2e-06,1", 69, 86},
 		{"testdata/shm-idle", "7.5e-07,1.5e-10,5e-11,0.7,1e+10,5e-07,1.5e-06,0.7,1e-06,1", 53, 70},
 	} {
