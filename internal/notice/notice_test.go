@@ -4,56 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/memkv"
 )
 
-// memKV is an in-memory KV whose Get waits for the key.
-type memKV struct {
-	mu   sync.Mutex
-	m    map[string][]byte
-	wake chan struct{}
-}
-
-func newMemKV() *memKV { return &memKV{m: map[string][]byte{}, wake: make(chan struct{})} }
-
-func (kv *memKV) Set(_ context.Context, key string, v []byte) error {
-	kv.mu.Lock()
-	kv.m[key] = append([]byte(nil), v...)
-	close(kv.wake)
-	kv.wake = make(chan struct{})
-	kv.mu.Unlock()
-	return nil
-}
-
-func (kv *memKV) Get(ctx context.Context, key string) ([]byte, error) {
-	for {
-		kv.mu.Lock()
-		v, ok := kv.m[key]
-		wake := kv.wake
-		kv.mu.Unlock()
-		if ok {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-wake:
-		}
-	}
-}
-
-func (kv *memKV) Add(_ context.Context, key string, d int64) (int64, error) {
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	n, _ := strconv.ParseInt(string(kv.m[key]), 10, 64)
-	n += d
-	kv.m[key] = []byte(strconv.FormatInt(n, 10))
-	return n, nil
-}
+func newMemKV() *memkv.KV { return memkv.New() }
 
 func TestRoundTrip(t *testing.T) {
 	for _, n := range []Note{

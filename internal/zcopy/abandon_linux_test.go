@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/memkv"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/rma"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -16,39 +17,6 @@ import (
 	"github.com/hcomm-go/hcomm/internal/transport/shm"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
-
-// kv is a rendezvous store for ranks that are goroutines of one process.
-type kv struct {
-	mu      sync.Mutex
-	m       map[string][]byte
-	changed chan struct{}
-}
-
-func (s *kv) Set(_ context.Context, key string, value []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[key] = append([]byte(nil), value...)
-	close(s.changed)
-	s.changed = make(chan struct{})
-	return nil
-}
-
-func (s *kv) Get(ctx context.Context, key string) ([]byte, error) {
-	for {
-		s.mu.Lock()
-		v, ok := s.m[key]
-		ch := s.changed
-		s.mu.Unlock()
-		if ok {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-ch:
-		}
-	}
-}
 
 // corrupting is a transport whose first record to rank to (a message of
 // RecSize bytes under the call's fingerprint) goes out with a bad magic.
@@ -85,7 +53,7 @@ func (c *corrupting) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint
 // buffer of n bytes on each, mapped by the other.
 func shmPair(t testing.TB, ctx context.Context, n int) ([2]*shm.Transport, [2]*Registry, [2]*Buf) {
 	t.Helper()
-	store := &kv{m: map[string][]byte{}, changed: make(chan struct{})}
+	store := memkv.New()
 	var ts [2]*shm.Transport
 	var rs [2]*Registry
 	var bs [2]*Buf

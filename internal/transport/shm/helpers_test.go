@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/memkv"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -57,40 +57,7 @@ func (kv fileKV) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 }
 
-// memKV is a store for ranks that are goroutines of one process.
-type memKV struct {
-	mu      sync.Mutex
-	m       map[string][]byte
-	changed chan struct{}
-}
-
-func newMemKV() *memKV { return &memKV{m: map[string][]byte{}, changed: make(chan struct{})} }
-
-func (kv *memKV) Set(_ context.Context, key string, value []byte) error {
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	kv.m[key] = append([]byte(nil), value...)
-	close(kv.changed)
-	kv.changed = make(chan struct{})
-	return nil
-}
-
-func (kv *memKV) Get(ctx context.Context, key string) ([]byte, error) {
-	for {
-		kv.mu.Lock()
-		v, ok := kv.m[key]
-		ch := kv.changed
-		kv.mu.Unlock()
-		if ok {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-ch:
-		}
-	}
-}
+func newMemKV() *memkv.KV { return memkv.New() }
 
 // variant names a configuration shared by all ranks of a test.
 func variantConfig(variant string, cfg *Config) {
