@@ -4,7 +4,6 @@ package tcp
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,12 +18,8 @@ const discardMax = 4 << 20
 // and a reset throws away what this end has not transmitted yet: the tail
 // of a last message the peer is still reading.
 func discardQueued(nc net.Conn) {
-	sc, ok := nc.(syscall.Conn)
+	raw, ok := rawConn(nc)
 	if !ok {
-		return
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
 		return
 	}
 	var buf [16 << 10]byte

@@ -4,19 +4,14 @@ package tcp
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // queuedBytes returns how many received bytes wait in nc's socket.
 func queuedBytes(nc net.Conn) (int, bool) {
-	sc, ok := nc.(syscall.Conn)
+	raw, ok := rawConn(nc)
 	if !ok {
-		return 0, false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
 		return 0, false
 	}
 	n, ierr := 0, error(nil)
@@ -29,12 +24,8 @@ func queuedBytes(nc net.Conn) (int, bool) {
 // peekBytes copies into b, without taking them and without waiting, the
 // received bytes at the front of nc's socket.
 func peekBytes(nc net.Conn, b []byte) int {
-	sc, ok := nc.(syscall.Conn)
+	raw, ok := rawConn(nc)
 	if !ok {
-		return 0
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
 		return 0
 	}
 	n := 0

@@ -4,7 +4,6 @@ package tcp
 
 import (
 	"net"
-	"syscall"
 
 	"github.com/hcomm-go/hcomm/internal/wire"
 	"golang.org/x/sys/unix"
@@ -15,12 +14,8 @@ import (
 // bytes it took off the stream. The caller holds the connection's rmu, at
 // a frame boundary, and counts them as read (conn.rread).
 func drainPings(nc net.Conn) int {
-	sc, ok := nc.(syscall.Conn)
+	raw, ok := rawConn(nc)
 	if !ok {
-		return 0
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
 		return 0
 	}
 	var b [wire.FrameHeaderSize]byte

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,12 +17,11 @@ import (
 // setPoll turns polled reads on for d (if positive and the connection
 // exposes its descriptor).
 func (c *conn) setPoll(d time.Duration, yield bool, sending *atomic.Int32) {
-	sc, ok := c.nc.(syscall.Conn)
-	if d <= 0 || !ok {
+	if d <= 0 {
 		return
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw, ok := rawConn(c.nc)
+	if !ok {
 		return
 	}
 	c.raw, c.pollFor, c.yield, c.sending = raw, d, yield, sending

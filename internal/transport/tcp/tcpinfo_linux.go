@@ -27,12 +27,8 @@ type tcpInfoReader struct {
 
 // init readies r for nc; a connection that is not a socket is not read.
 func (r *tcpInfoReader) init(nc net.Conn) {
-	sc, ok := nc.(syscall.Conn)
+	raw, ok := rawConn(nc)
 	if !ok {
-		return
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
 		return
 	}
 	r.raw = raw
