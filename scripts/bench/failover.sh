@@ -47,11 +47,8 @@ RATE=${RATE:-1gbit}
 DIR=${DIR:-$(mktemp -d /tmp/failover.XXXXXX)}
 mkdir -p $DIR
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -z "${FAILSTREAM:-}" ]; then
-  FAILSTREAM=$DIR/failstream
-  (cd "$here" && go build -o $FAILSTREAM ./failstream)
-fi
 . "$here/mpnet.sh"
+failstream_bin
 up
 
 stream() { # out mark env...

@@ -11,6 +11,15 @@
 P=${P:-mpb}
 STORE_ADDR=192.168.92.10:0
 
+# failstream_bin builds failstream (the rank program of failover.sh and
+# mppaths.sh) into $DIR, unless FAILSTREAM already names one.
+failstream_bin() {
+  if [ -z "${FAILSTREAM:-}" ]; then
+    FAILSTREAM=$DIR/failstream
+    (cd "$(dirname "${BASH_SOURCE[0]}")" && go build -o $FAILSTREAM ./failstream)
+  fi
+}
+
 down() { for ns in ${P}br ${P}0 ${P}1; do ip netns del $ns 2>/dev/null || true; done; }
 shape() { # ns dev rate
   ip netns exec $1 tc qdisc replace dev $2 root tbf rate $3 burst 1mb latency 20ms

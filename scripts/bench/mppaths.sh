@@ -23,11 +23,8 @@ FOR=${FOR:-20s}
 DIR=${DIR:-$(mktemp -d /tmp/mppaths.XXXXXX)}
 mkdir -p $DIR
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -z "${FAILSTREAM:-}" ]; then
-  FAILSTREAM=$DIR/failstream
-  (cd "$here" && go build -o $FAILSTREAM ./failstream)
-fi
 . "$here/mpnet.sh"
+failstream_bin
 up
 rates ${2:-1gbit} ${3:-1gbit}
 out=$DIR/$OP-$(date +%s)
