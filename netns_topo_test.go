@@ -58,8 +58,8 @@ func rankTopology(t *testing.T, c *Comm) {
 	if crowd > 1 {
 		small[0].want, small[1].want = "leader", "hier"
 	}
-	// Crowd counts the CPUs of the machine's nodes, at least those this
-	// rank may run on.
+	// Crowd counts the CPUs the ranks' affinity masks allow, at least
+	// those this rank may run on.
 	if cpus := float64(runtime.NumCPU()); crowd <= 0 || crowd > float64(c.Size())/cpus {
 		t.Errorf("crowd %v with %d ranks on one machine of %v CPUs", crowd, c.Size(), cpus)
 	}

@@ -75,6 +75,13 @@ func leaderAllReduce(p *prog, l Layout) {
 // where the result lies. The running sum alternates between Out and
 // Scratch, since a round cannot reduce into the region it sends.
 func rdIn(p *prog, group []int, cur sched.Region) sched.Region {
+	return rdInFrom(p, group, cur, false)
+}
+
+// rdInFrom is rdIn; toScratch starts the alternation from an input in
+// In with Scratch instead of Out, so that a caller that knows the number
+// of rounds to come (rdRounds) can have the last one land in Out.
+func rdInFrom(p *prog, group []int, cur sched.Region, toScratch bool) sched.Region {
 	g := len(group)
 	if g == 1 {
 		return cur
@@ -85,7 +92,7 @@ func rdIn(p *prog, group []int, cur sched.Region) sched.Region {
 		P *= 2
 	}
 	other := func(r sched.Region) sched.Region {
-		if r.Buf == sched.Out {
+		if r.Buf == sched.Out || (r.Buf == sched.In && toScratch) {
 			return scr(0, r.Len)
 		}
 		return out(0, r.Len)
@@ -111,6 +118,28 @@ func rdIn(p *prog, group []int, cur sched.Region) sched.Region {
 		p.step(sched.SendOp(group[v+P], cur))
 	}
 	return cur
+}
+
+// rdRounds returns how many times rdIn moves p.rank's running sum from
+// one region to the other among group, or extra when the rank is one of
+// those folded in (it receives the result into Out).
+func rdRounds(group []int, rank int) (rounds int, extra bool) {
+	g := len(group)
+	if g == 1 {
+		return 0, false
+	}
+	v := slices.Index(group, rank)
+	P := 1
+	for P*2 <= g {
+		P *= 2
+	}
+	if v >= P {
+		return 0, true
+	}
+	if v+P < g {
+		rounds++
+	}
+	return rounds + floorLog2(P), false
 }
 
 // hierReduce reduces inside each host to its leader (the root on the

@@ -67,7 +67,13 @@ func railAllReduce(p *prog, l Layout) {
 	for h, rs := range l.Hosts {
 		rail[h] = rs[local]
 	}
-	cur = rdIn(p, rail, cur)
+	// Both phases alternate the running sum between Out and Scratch; when
+	// it starts in In, pick the first so that the last lands in Out (no
+	// copy at the end).
+	kr, extraRail := rdRounds(rail, p.rank)
+	kh, extraHost := rdRounds(mine[:w], p.rank)
+	toScratch := !extraRail && !extraHost && (kr+kh)%2 == 0
+	cur = rdInFrom(p, rail, cur, toScratch)
 	cur = rdIn(p, mine[:w], cur)
 	if cur != res {
 		p.step(sched.CopyOp(cur, res))

@@ -291,10 +291,11 @@ func (t *Topology) SharedMachines() [][]int {
 
 // Crowd returns the most ranks per CPU on any kernel of the job: the ranks
 // of the hosts that share a kernel (SharedMachines; a host without a boot
-// id is a kernel of its own) over the CPUs of its NUMA nodes (or, when
-// none are known, the CPUs its ranks may run on). A value above 1 means
-// ranks of that kernel take turns on its CPUs, so messages they send at
-// once do not overlap; 0 when no kernel's CPUs are known.
+// id is a kernel of its own) over the CPUs they may run on (the union of
+// their affinity masks, which a cpuset or a binding restricts; the CPUs
+// of the host's NUMA nodes for a rank whose mask is not known). A value
+// above 1 means ranks of that kernel take turns on its CPUs, so messages
+// they send at once do not overlap; 0 when no kernel's CPUs are known.
 func (t *Topology) Crowd() float64 {
 	ranks := map[string]int{}
 	cpus := map[string]map[int]bool{}
@@ -307,16 +308,15 @@ func (t *Topology) Crowd() float64 {
 		if cpus[k] == nil {
 			cpus[k] = map[int]bool{}
 		}
-		for _, n := range host.Nodes {
-			for _, c := range n.CPUs {
-				cpus[k][c] = true
-			}
-		}
-		if len(host.Nodes) == 0 {
-			for _, r := range host.Ranks {
-				for _, c := range t.Ranks[r].CPUs {
-					cpus[k][c] = true
+		for _, r := range host.Ranks {
+			allowed := t.Ranks[r].CPUs
+			if len(allowed) == 0 {
+				for _, n := range host.Nodes {
+					allowed = append(allowed, n.CPUs...)
 				}
+			}
+			for _, c := range allowed {
+				cpus[k][c] = true
 			}
 		}
 	}

@@ -73,8 +73,10 @@ func TestBuildDiscovery(t *testing.T) {
 func TestSharedMachines(t *testing.T) {
 	cards := cardsOn([]int{0, 0, 1, 1, 2, 2})
 	for r := range cards {
-		// Hosts h0 and h2 are namespaces of machine m1, h1 runs alone.
+		// Hosts h0 and h2 are namespaces of machine m1, h1 runs alone;
+		// every rank may run on both CPUs.
 		cards[r].Machine = []string{"m1-boot-id", "m2-boot-id", "m1-boot-id"}[r/2]
+		cards[r].CPUs = []int{0, 1}
 	}
 	topo, err := Build(cards, nil)
 	if err != nil {
@@ -90,7 +92,43 @@ func TestSharedMachines(t *testing.T) {
 	if got := topo.Crowd(); got != 2 {
 		t.Errorf("Crowd = %v, want 2 (4 ranks of hosts h0 and h2 on one kernel's 2 CPUs)", got)
 	}
-	alone, err := Build(cardsOn([]int{0, 0, 1, 1}), nil)
+	// The ranks' affinity, not the machine, gives the CPUs: a cpuset that
+	// allows m1's four ranks CPU 0 only puts four ranks on one CPU.
+	for _, r := range []int{0, 1, 4, 5} {
+		cards[r].CPUs = []int{0}
+	}
+	pinned, err := Build(cards, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pinned.Crowd(); got != 4 {
+		t.Errorf("Crowd = %v, want 4 (4 ranks allowed CPU 0 only)", got)
+	}
+	// Ranks bound one to a CPU: host h1's two ranks on CPUs 0 and 1.
+	cards[2].CPUs, cards[3].CPUs = []int{0}, []int{1}
+	for _, tt := range []struct {
+		unknown bool
+		want    float64
+	}{{false, 4}, {true, 2}} {
+		if tt.unknown {
+			// Masks not known: the CPUs of the nodes count.
+			for _, r := range []int{0, 1, 4, 5} {
+				cards[r].CPUs = nil
+			}
+		}
+		b, err := Build(cards, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.Crowd(); got != tt.want {
+			t.Errorf("masks unknown %v: Crowd = %v, want %v", tt.unknown, got, tt.want)
+		}
+	}
+	aloneCards := cardsOn([]int{0, 0, 1, 1})
+	for r := range aloneCards {
+		aloneCards[r].CPUs = []int{r % 2}
+	}
+	alone, err := Build(aloneCards, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
