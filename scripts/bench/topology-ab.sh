@@ -1,18 +1,35 @@
 #!/bin/sh
-# topology-ab.sh — the shaped-link topology figures of BENCHMARKS.md
-# ("Topology across shaped links"): 2 network namespaces × 2 ranks, egress
-# shaped with tc tbf, hcomm's settings (and Open MPI, if built) alternated
-# in each of ROUNDS rounds. Run as root from the repository root:
+# topology-ab.sh — hcomm beside Open MPI across 2 network namespaces × 2
+# ranks (issue 12: "≥ 1.0× at every size for every collective"), and the
+# shaped-link topology rows of BENCHMARKS.md. Run as root from the
+# repository root:
 #
 #   scripts/bench/topology-ab.sh [RATE] [ROUNDS] > rows.csv
+#   python3 scripts/bench/topology-summary.py --vs ompi rows.csv
+#
+# SET (environment) says what runs, each setting once per round,
+# alternated, so the medians compare settings measured side by side:
+#   ompi    (default) every collective of the issue (AllReduce, AllGather,
+#           ReduceScatter, Broadcast, AllToAll, Barrier), SIZES (default
+#           8 B to 16 MiB, ×8), hcomm with default settings and Open MPI
+#           (ob1, vader + tcp, yield when idle), consecutive (--map-by slot:
+#           ranks 0,1 in tpb0) and interleaved (--map-by node: 0,2 in
+#           tpb0) placement. Labels "hcomm slot", "ompi slot", "hcomm node",
+#           "ompi node". About 6 minutes idle with ROUNDS=3 at 1gbit.
+#   layout  the topology-off and forced-algorithm rows of BENCHMARKS.md's
+#           "Topology across shaped links" (AllReduce 8 B–64 MiB, AllGather
+#           and ReduceScatter 1–16 MiB).
 #
 # It builds hcomm into $WORK, brings up namespaces tpb0, tpb1 (bridge
 # tpbbr, subnet 192.168.79.0/24 — apart from ../shared/bench's cbench*),
-# prints CSV rows labelled by setting, and takes the namespaces down.
-# Summarise with: python3 scripts/bench/topology-summary.py rows.csv
+# egress shaped to RATE (default 1gbit) with tc tbf, prints CSV rows
+# labelled by setting, and takes the namespaces down.
 set -eu
 RATE=${1:-1gbit}
 ROUNDS=${2:-3}
+SET=${SET:-ompi}
+SIZES=${SIZES:--b 8 -e 16M -f 8}
+OPS=${OPS:-allreduce,allgather,reducescatter,broadcast,alltoall,barrier}
 WORK=${WORK:-/tmp/hcomm-topobench}
 SHARED=${SHARED:-../shared/bench}
 mkdir -p "$WORK"
@@ -32,41 +49,61 @@ printf '192.168.79.10 slots=2\n192.168.79.11 slots=2\n' >"$WORK/hosts"
 ompi=""
 if command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$WORK/mpi_coll_bench" "$SHARED/mpi_coll_bench.c" 2>/dev/null; then
 	ompi=1
+elif [ "$SET" = ompi ]; then
+	echo "topology-ab.sh: Open MPI (mpicc.openmpi) not found; SET=ompi needs it" >&2
+	exit 1
 fi
 "$WORK/netns.sh" up 2 "$RATE" >/dev/null
 trap '"$WORK/netns.sh" down' EXIT
 
-# hc MAP OP B E F [VAR=VALUE...]: one hcomm perf sweep (commas of the
-# settings become + in the label, which is a CSV field).
+# hc MAP OP SIZEFLAGS T LABEL [VAR=VALUE...]: one hcomm perf sweep.
 hc() {
-	map=$1 op=$2 b=$3 e=$4 f=$5
+	map=$1 op=$2 sizes=$3 t=$4 label=$5
 	shift 5
 	xs=""
 	for kv in "$@"; do xs="$xs -x $kv"; done
 	ip netns exec tpb0 "$WORK/hcomm" run --hosts tpb0:2,tpb1:2 --map-by "$map" --rsh "$WORK/nsrsh" \
-		--store-addr 192.168.79.10:0 --timeout 5m $xs -- \
-		"$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "$(echo "hcomm $map $*" | tr , +)"
+		--store-addr 192.168.79.10:0 --timeout 10m $xs -- \
+		"$WORK/hcomm" perf -op "$op" $sizes -T "$t" -csv -H -label "$label"
 }
 
-# om MAP OP B E F: one Open MPI sweep in the same namespaces.
+# om MAP OP SIZEFLAGS T LABEL: one Open MPI sweep in the same namespaces.
 om() {
 	[ -n "$ompi" ] || return 0
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ip netns exec tpb0 unshare --uts sh -c \
 		"hostname tpb0; exec mpirun.openmpi --hostfile $WORK/hosts -np 4 --map-by $1 \
 		--mca plm_rsh_agent $WORK/ompi-nsrsh --mca pml ob1 --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
 		--mca btl_tcp_if_include 192.168.79.0/24 --mca oob_tcp_if_include 192.168.79.0/24 \
-		$WORK/mpi_coll_bench -i 'ompi $1' -o $2 -b $3 -e $4 -f $5 -T 1 -H"
+		$WORK/mpi_coll_bench -i '$5' -o $2 $3 -T ${4%s} -H"
 }
 
+# label SETTINGS...: the CSV label of an hcomm setting (commas of the
+# settings become +, since the label is a CSV field).
+label() { echo "hcomm $*" | tr , +; }
+
 for _ in $(seq "$ROUNDS"); do
-	hc slot allreduce,barrier 8 64M 8
-	hc slot allreduce,barrier 8 64M 8 HCOMM_TOPOLOGY=off
-	hc slot allreduce 8M 64M 8 HCOMM_ALGO=allreduce=hring
-	om slot allreduce,barrier 8 64M 8
-	hc node allreduce 8M 64M 8
-	hc node allreduce 8M 64M 8 HCOMM_TOPOLOGY=off
-	hc node allreduce 8M 64M 8 HCOMM_TOPOLOGY=off HCOMM_ALGO=allreduce=ring
-	hc slot allgather,reducescatter 1M 16M 16
-	hc slot allgather,reducescatter 1M 16M 16 HCOMM_ALGO=allgather=hring,reducescatter=hring
-	om slot allgather,reducescatter 1M 16M 16
+	case $SET in
+	ompi)
+		for map in slot node; do
+			hc "$map" "$OPS" "$SIZES" 0.25 "hcomm $map"
+			om "$map" "$OPS" "$SIZES" 0.25 "ompi $map"
+		done
+		;;
+	layout)
+		hc slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "$(label slot)"
+		hc slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "$(label slot HCOMM_TOPOLOGY=off)" HCOMM_TOPOLOGY=off
+		hc slot allreduce "-b 8M -e 64M -f 8" 1 "$(label slot HCOMM_ALGO=allreduce=hring)" HCOMM_ALGO=allreduce=hring
+		om slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "ompi slot"
+		hc node allreduce "-b 8M -e 64M -f 8" 1 "$(label node)"
+		hc node allreduce "-b 8M -e 64M -f 8" 1 "$(label node HCOMM_TOPOLOGY=off)" HCOMM_TOPOLOGY=off
+		hc node allreduce "-b 8M -e 64M -f 8" 1 "$(label node HCOMM_TOPOLOGY=off HCOMM_ALGO=allreduce=ring)" HCOMM_TOPOLOGY=off HCOMM_ALGO=allreduce=ring
+		hc slot allgather,reducescatter "-b 1M -e 16M -f 16" 1 "$(label slot)"
+		hc slot allgather,reducescatter "-b 1M -e 16M -f 16" 1 "$(label slot HCOMM_ALGO=allgather=hring,reducescatter=hring)" HCOMM_ALGO=allgather=hring,reducescatter=hring
+		om slot allgather,reducescatter "-b 1M -e 16M -f 16" 1 "ompi slot"
+		;;
+	*)
+		echo "topology-ab.sh: SET=$SET: want ompi or layout" >&2
+		exit 2
+		;;
+	esac
 done
