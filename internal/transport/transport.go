@@ -46,6 +46,16 @@ type Eager interface {
 	TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error)
 }
 
+// Prober is implemented by transports that can tell, without waiting and
+// without receiving it, whether the next message from a peer has arrived.
+// Arrived reports whether a Recv from peer would find a message (of any
+// fingerprint) at once; false also for a bad peer or a closed transport.
+// Call it only where a Recv from peer could run (not beside one). The
+// zero-copy path polls it before blocking in Recv.
+type Prober interface {
+	Arrived(peer int) bool
+}
+
 // A Sink takes a message's bytes as they arrive, in order: Consume(off, b)
 // is given bytes [off, off+len(b)) of the message. Staging returns a buffer
 // of at least the message's length, for transports that must land a

@@ -22,6 +22,7 @@ package zcopy
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
@@ -61,6 +62,8 @@ type Registry struct {
 	ntMin int
 	// abandonFP is the fingerprint of abandon's records (setAbandonFP).
 	abandonFP wire.Fingerprint
+	lingerFor time.Duration // the running call's polling budget (linger)
+	ph        phases        // the stamps of the running call (zcopyphase builds)
 }
 
 // Live returns the number of live buffers.

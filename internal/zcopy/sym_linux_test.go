@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +18,9 @@ import (
 // (goroutines of this process, the shm transport, registered buffers:
 // the records, the copies and the done round of the real path), with
 // large blocks written around the caches (stores=bypass, as the calls
-// do) or with plain stores. Besides the mean it reports rank 0's fastest
+// do) or with plain stores, and with the waits for the peers' records
+// polling first (wait=poll, as the calls do: linger) or blocking in the
+// transport's receive at once (wait=block). Besides the mean it reports rank 0's fastest
 // call (min-µs) and its median (med-µs): under load the mean is mostly
 // the ranks waiting for each other's time slices, the minimum is what
 // the path costs. B/s counts the whole output (hcomm perf's bytes).
@@ -27,24 +30,33 @@ func BenchmarkSymmetric(b *testing.B) {
 	for _, coll := range []sched.Coll{sched.AllGather, sched.AllToAll} {
 		for _, n := range []int{512 << 10, 2 << 20, 8 << 20, 32 << 20} {
 			for _, plain := range []bool{false, true} {
-				stores := "bypass"
-				if plain {
-					stores = "plain"
+				for _, block := range []bool{false, true} {
+					stores, wait := "bypass", "poll"
+					if plain {
+						stores = "plain"
+					}
+					if block {
+						wait = "block"
+					}
+					b.Run(fmt.Sprintf("%v/%dKiB/stores=%s/wait=%s", coll, n>>10, stores, wait), func(b *testing.B) {
+						symmetric1(b, coll, n, plain, block)
+					})
 				}
-				b.Run(fmt.Sprintf("%v/%dKiB/stores=%s", coll, n>>10, stores), func(b *testing.B) {
-					symmetric1(b, coll, n, plain)
-				})
 			}
 		}
 	}
 }
 
-func symmetric1(b *testing.B, coll sched.Coll, n int, plain bool) {
+func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 	ctx := context.Background()
 	ts, rs, bs := shmPair(b, ctx, 2*n)
 	defer func(v int) { symStreamMin = v }(symStreamMin)
 	if plain {
 		symStreamMin = math.MaxInt
+	}
+	defer func(v time.Duration) { lingerMax = v }(lingerMax)
+	if block {
+		lingerMax = 0
 	}
 	var calls [2]*Call
 	for r := range 2 {
@@ -78,6 +90,10 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain bool) {
 		}
 	}
 	took := make([]time.Duration, b.N)
+	var ph [2][][phN]int64 // zcopyphase builds: each call's stamps, per rank
+	if PhaseTrace {
+		ph[0], ph[1] = make([][phN]int64, b.N), make([][phN]int64, b.N)
+	}
 	errc := make(chan error, 1)
 	b.SetBytes(int64(n))
 	b.ResetTimer()
@@ -86,6 +102,9 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain bool) {
 			if err := run(1, uint64(i+4)); err != nil {
 				errc <- err
 				return
+			}
+			if PhaseTrace {
+				ph[1][i] = rs[1].Phases()
 			}
 		}
 		errc <- nil
@@ -96,6 +115,9 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain bool) {
 			b.Fatal(err)
 		}
 		took[i] = time.Since(t0)
+		if PhaseTrace {
+			ph[0][i] = rs[0].Phases()
+		}
 	}
 	if err := <-errc; err != nil {
 		b.Fatal(err)
@@ -104,4 +126,144 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain bool) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[0].Nanoseconds())/1e3, "min-µs")
 	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "med-µs")
+	if PhaseTrace {
+		slept := 10 * time.Microsecond // the shm receive's polling
+		if !block {
+			slept += lingerFor(n)
+		}
+		reportPhases(b, ph, int64(slept))
+	}
+}
+
+// reportPhases reports, in µs, the medians over both ranks' calls of
+// (zcopyphase builds):
+//
+//	call    Begin to Finish's end
+//	copy    the copies: the peer's block, then the own block
+//	wait    the two rounds' waits for the peer's records
+//	skew    how much later the later rank entered the call
+//	wake    a waiting rank's delivery latency: from the peer's record
+//	        out to its arrival here, over the waits that began more than
+//	        the polling (linger's, if any, and the shm receive's 10 µs)
+//	        before the record went out, i.e. that slept on the futex
+//	slept-% the share of waits that slept
+func reportPhases(b *testing.B, ph [2][][phN]int64, sleepAfter int64) {
+	var call, cp, wait, skew, wake []float64
+	waits, slept := 0, 0
+	us := func(d int64) float64 { return float64(d) / 1e3 }
+	for i := range ph[0] {
+		skew = append(skew, us(max(ph[0][i][phBegin], ph[1][i][phBegin])-min(ph[0][i][phBegin], ph[1][i][phBegin])))
+		for r := range 2 {
+			a, o := ph[r][i], ph[1-r][i]
+			call = append(call, us(a[phDone]-a[phBegin]))
+			cp = append(cp, us(a[phMoved]-a[phMet]+a[phOwn]-a[phSent2]))
+			wait = append(wait, us(a[phMet]-a[phSent1]+a[phDone]-a[phOwn]))
+			for _, w := range [][2]int64{{a[phSent1], o[phSent1]}, {a[phOwn], o[phSent2]}} {
+				if w[1] <= w[0] {
+					continue // the record was out before this rank looked
+				}
+				waits++
+				if w[1]-w[0] > sleepAfter {
+					slept++
+					at := a[phMet]
+					if w[0] == a[phOwn] {
+						at = a[phDone]
+					}
+					wake = append(wake, us(at-w[1]))
+				}
+			}
+		}
+	}
+	med := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(med(call), "call-µs")
+	b.ReportMetric(med(cp), "copy-µs")
+	b.ReportMetric(med(wait), "wait-µs")
+	b.ReportMetric(med(skew), "skew-µs")
+	b.ReportMetric(med(wake), "wake-µs")
+	b.ReportMetric(100*float64(slept)/float64(max(waits, 1)), "slept-%")
+}
+
+// TestSymmetricShm: the zero-copy AllGather and AllToAll of 2 ranks over
+// the shm transport (whose receive the rounds poll before blocking:
+// linger) deliver every block, and allocate nothing per call.
+func TestSymmetricShm(t *testing.T) {
+	const n = 64 << 10 // the whole output
+	for _, coll := range []sched.Coll{sched.AllGather, sched.AllToAll} {
+		t.Run(coll.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ts, rs, bs := shmPair(t, ctx, 2*n)
+			var calls [2]*Call
+			for r := range 2 {
+				m := bs[r].B.Bytes()
+				calls[r] = &Call{Coll: coll, DT: reduce.Uint8, In: m[:n/2], Out: m[n : 2*n], Count: n / 2}
+				if coll == sched.AllToAll {
+					calls[r].In = m[:n]
+				}
+				for i := range calls[r].In {
+					calls[r].In[i] = byte(r*7 + i*13)
+				}
+			}
+			var fps [2]wire.Fingerprint // each rank's, reused: the call itself must not allocate
+			var zs [2]Path
+			run := func(r int, seq uint64) error {
+				fps[r] = wire.Fingerprint{Seq: seq, Coll: coll}
+				zs[r] = Path{Rank: r, Size: 2, T: ts[r], FP: &fps[r], Min: 1}
+				took, err := rs[r].Begin(ctx, &zs[r], calls[r])
+				if err == nil && !took {
+					err = fmt.Errorf("rank %d: the path was not taken", r)
+				}
+				if err == nil {
+					err = rs[r].Finish(ctx, &zs[r], calls[r])
+				}
+				return err
+			}
+			const iters = 100
+			loop := func(r int, from uint64) error {
+				for i := range uint64(iters) {
+					if err := run(r, from+i); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			both := func(from uint64) {
+				errc := make(chan error, 1)
+				go func() { errc <- loop(1, from) }()
+				if err := loop(0, from); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			}
+			both(1) // warm-up
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			both(1 + iters)
+			runtime.ReadMemStats(&after)
+			if per := float64(after.Mallocs-before.Mallocs) / iters; !raceEnabled && per >= 1 {
+				t.Errorf("%.2f allocations per call (both ranks)", per)
+			}
+			for r := range 2 {
+				out := calls[r].Out
+				for p := range 2 {
+					in := calls[p].In
+					blk := in // AllGather: rank p's input
+					if coll == sched.AllToAll {
+						blk = in[r*n/2 : (r+1)*n/2]
+					}
+					if got := out[p*n/2 : (p+1)*n/2]; !slices.Equal(got, blk) {
+						t.Fatalf("rank %d: block %d differs from rank %d's", r, p, p)
+					}
+				}
+			}
+		})
+	}
 }

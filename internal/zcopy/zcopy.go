@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/spin"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -276,6 +278,8 @@ func Msgs(k *Call, me, size int) int {
 // rank gets the same answer. The caller holds r.Mu shared until Finish
 // returns.
 func (r *Registry) Begin(ctx context.Context, z *Path, k *Call) (bool, error) {
+	r.mark(phBegin)
+	r.lingerFor = lingerFor(max(len(k.In), len(k.Out)))
 	inID, inOff := r.find(k.In)
 	outID, outOff := r.find(k.Out)
 	var flags byte
@@ -506,6 +510,7 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 		r.abandon(ctx, z)
 		return err
 	}
+	r.mark(phMoved)
 	// Done: nobody reads or writes another rank's memory after this. The
 	// own block of an AllGather or AllToAll is copied meanwhile.
 	return r.round(ctx, z, false, k)
@@ -618,7 +623,11 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 	}
 	var ownErr error // returned once the round is complete: the peers wait for it
 	if own != nil {
+		r.mark(phSent2)
 		ownErr = r.ownBlock(z, own)
+		r.mark(phOwn)
+	} else {
+		r.mark(phSent1)
 	}
 	for p := range z.Size {
 		if p == me {
@@ -627,6 +636,7 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 		in := r.all[p*RecSize : (p+1)*RecSize]
 		switch {
 		case sent&(1<<p) != 0:
+			r.linger(z, p)
 			if err := z.T.Recv(ctx, p, z.FP, in); err != nil {
 				return r.peerErr(z, p, err)
 			}
@@ -646,7 +656,67 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 			}
 		}
 	}
+	if own != nil {
+		r.mark(phDone)
+	} else {
+		r.mark(phMet)
+	}
 	return ownErr
+}
+
+// How long a rank of a symmetric call polls for a peer's record before it
+// blocks in the transport's receive (linger). The shm receive polls only
+// about 10 µs before it sleeps on a futex, and a rank of a large call
+// waits for its peer longer than that nearly every time — the ranks'
+// copies differ by tens of µs, and the rank woken last in one call is
+// late by its wake-up in the next — so each call paid a futex sleep and
+// a wake-up. The poll lasts about as long as a copy of the call's bytes at
+// lingerRate, within [lingerMin, lingerMax], and yields the CPU between
+// looks (sched_yield). A yield that kept this rank off its CPU for more
+// than lingerBusy means other processes want it: the rank then stops
+// polling and blocks in the receive (a poll on a busy machine takes CPU
+// time from the peer it waits for). BenchmarkSymmetric sets lingerMax to
+// compare (0: no polling here).
+var (
+	lingerRate = 8 << 10 // bytes per µs
+	lingerMin  = 20 * time.Microsecond
+	lingerMax  = 100 * time.Microsecond
+	lingerBusy = 20 * time.Microsecond
+)
+
+// lingerFor returns the polling budget of a call of n bytes.
+func lingerFor(n int) time.Duration {
+	if lingerMax <= 0 {
+		return 0
+	}
+	return min(max(time.Duration(n/lingerRate)*time.Microsecond, lingerMin), lingerMax)
+}
+
+// linger polls for rank p's next message, for at most r.lingerFor, where
+// the transport can tell that it arrived (transport.Prober). Between
+// looks it lets this process's goroutines and then other processes run.
+func (r *Registry) linger(z *Path, p int) {
+	pr, ok := z.T.(transport.Prober)
+	if !ok || r.lingerFor <= 0 {
+		return
+	}
+	var start time.Time
+	for i := 0; !pr.Arrived(p); i++ {
+		if i%16 != 15 {
+			continue
+		}
+		t := time.Now()
+		if start.IsZero() {
+			start = t
+		} else if t.Sub(start) > r.lingerFor {
+			return
+		}
+		runtime.Gosched()
+		spin.YieldCPU()
+		if time.Since(t) > lingerBusy {
+			return
+		}
+	}
 }
 
 // blk returns rank p's block of k: its offset and length in bytes.

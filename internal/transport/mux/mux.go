@@ -80,6 +80,17 @@ func (m *Mux) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []b
 	return false, nil
 }
 
+// Arrived reports whether the next message from peer has arrived, where
+// the transport that reaches peer can tell (transport.Prober).
+func (m *Mux) Arrived(peer int) bool {
+	t, err := m.to(peer)
+	if err != nil {
+		return false
+	}
+	p, ok := t.(transport.Prober)
+	return ok && p.Arrived(peer)
+}
+
 // RecvSink receives through the transport that reaches peer, straight
 // into s if that transport can (transport.SinkReceiver), else through s's
 // staging buffer.

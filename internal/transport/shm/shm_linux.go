@@ -481,6 +481,22 @@ func (t *Transport) sendCMA(ctx context.Context, pe *peer, r *ring, h *msgHeader
 	}
 }
 
+// Arrived reports whether the next message from rank has arrived: the
+// stamp of the ring position Recv reads next is written
+// (transport.Prober). Only the receiving goroutine may call it.
+func (t *Transport) Arrived(rank int) bool {
+	if rank < 0 || rank >= t.size || t.peers[rank] == nil {
+		return false
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed.Load() {
+		return false
+	}
+	r := &t.peers[rank].in
+	return atomic.LoadUint32(r.stamp(r.pos)) == r.pos+1
+}
+
 // Recv receives the next message from rank peer into p.
 func (t *Transport) Recv(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) error {
 	return t.recv(ctx, rank, fp, len(p), dest{p: p})

@@ -1,0 +1,5 @@
+//go:build race
+
+package zcopy
+
+const raceEnabled = true
