@@ -140,7 +140,9 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 //
 //	call    Begin to Finish's end
 //	copy    the copies: the peer's block, then the own block
-//	wait    the two rounds' waits for the peer's records
+//	wait    the two rounds' waits for the peer's records (wait1: the
+//	        first round's, the meeting; wait2: the done round's, after
+//	        the own block)
 //	skew    how much later the later rank entered the call
 //	wake    a waiting rank's delivery latency: from the peer's record
 //	        out to its arrival here, over the waits that began more than
@@ -148,7 +150,7 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 //	        before the record went out, i.e. that slept on the futex
 //	slept-% the share of waits that slept
 func reportPhases(b *testing.B, ph [2][][phN]int64, sleepAfter int64) {
-	var call, cp, wait, skew, wake []float64
+	var call, cp, wait, wait1, wait2, skew, wake []float64
 	waits, slept := 0, 0
 	us := func(d int64) float64 { return float64(d) / 1e3 }
 	for i := range ph[0] {
@@ -158,6 +160,8 @@ func reportPhases(b *testing.B, ph [2][][phN]int64, sleepAfter int64) {
 			call = append(call, us(a[phDone]-a[phBegin]))
 			cp = append(cp, us(a[phMoved]-a[phMet]+a[phOwn]-a[phSent2]))
 			wait = append(wait, us(a[phMet]-a[phSent1]+a[phDone]-a[phOwn]))
+			wait1 = append(wait1, us(a[phMet]-a[phSent1]))
+			wait2 = append(wait2, us(a[phDone]-a[phOwn]))
 			for _, w := range [][2]int64{{a[phSent1], o[phSent1]}, {a[phOwn], o[phSent2]}} {
 				if w[1] <= w[0] {
 					continue // the record was out before this rank looked
@@ -184,6 +188,8 @@ func reportPhases(b *testing.B, ph [2][][phN]int64, sleepAfter int64) {
 	b.ReportMetric(med(call), "call-µs")
 	b.ReportMetric(med(cp), "copy-µs")
 	b.ReportMetric(med(wait), "wait-µs")
+	b.ReportMetric(med(wait1), "wait1-µs")
+	b.ReportMetric(med(wait2), "wait2-µs")
 	b.ReportMetric(med(skew), "skew-µs")
 	b.ReportMetric(med(wake), "wake-µs")
 	b.ReportMetric(100*float64(slept)/float64(max(waits, 1)), "slept-%")
