@@ -222,10 +222,14 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		}
 	}
 	if t.CacheBytes > 0 && t.CacheFactor > 0 && t.workingSet(n, P, ps, bufBytes(coll, n, reported)) < t.CacheBytes {
-		t.SHM.Beta *= t.CacheFactor
-		t.Gamma *= t.CacheFactor
-		t.CopyBeta *= t.CacheFactor
-		t.MemBW /= t.CacheFactor // the cache serves the copies, not memory
+		f := t.CacheFactor
+		if t.oversubscribed(n) && t.SHMTurnCache > 0 {
+			f = t.SHMTurnCache // turns evict the cores' own caches
+		}
+		t.SHM.Beta *= f
+		t.Gamma *= f
+		t.CopyBeta *= f
+		t.MemBW /= f // the cache serves the copies, not memory
 		if t.oversubscribed(n) && t.SHMMemShare > 0 {
 			t.MemBW /= t.SHMMemShare // nothing is evicted between turns
 		}

@@ -732,6 +732,59 @@ func TestSlots(t *testing.T) {
 	if want := alpha + 3.5*wake; !near(r.Time, want, 1e-9) {
 		t.Errorf("8 ranks on 2 cores: %g s, want %g", r.Time, want)
 	}
+	// SlotWake replaces SHMWake in a group call, not in a schedule's wait.
+	tp.SlotWake = 2 * wake
+	if r, err = Slots(tp, sched.AllReduce, 8, 8, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := alpha + 3.5*2*wake; !near(r.Time, want, 1e-9) {
+		t.Errorf("8 ranks on 2 cores, slot wake %g: %g s, want %g", tp.SlotWake, r.Time, want)
+	}
+	ring := lookup(t, sched.AllReduce, "ring")
+	var sched2 [2]float64
+	for i, sw := range []float64{0, 5 * wake} {
+		tp.SlotWake = sw
+		rr, err := Simulate(tp, ring, sched.AllReduce, 8, 64, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched2[i] = rr.Time
+	}
+	if sched2[0] != sched2[1] {
+		t.Errorf("ring on 8 ranks: %g s, %g s with a slot wake", sched2[0], sched2[1])
+	}
+}
+
+// TestTurnCache: a host running more ranks than cores whose buffers and
+// rings fit the cache copies at SHMTurnCache of its uncached time, not
+// CacheFactor; a host with a core per rank, or one whose data does not
+// fit, is unaffected.
+func TestTurnCache(t *testing.T) {
+	ring := lookup(t, sched.AllReduce, "ring")
+	for _, c := range []struct {
+		n     int
+		bytes int64
+		slows bool
+	}{{2, 512 << 10, false}, {8, 512 << 10, true}, {8, 16 << 20, false}} {
+		var ts [2]float64
+		for i, tc := range []float64{0, 1} {
+			tp := Local()
+			tp.SHMTurnCache = tc
+			r, err := Simulate(tp, ring, sched.AllReduce, c.n, c.bytes, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts[i] = r.Time
+		}
+		if slower := ts[1] > 1.2*ts[0]; slower != c.slows || !c.slows && ts[1] != ts[0] {
+			t.Errorf("%d ranks on 2 cores, %d B: %g s at the cache factor, %g s with turns evicting the caches", c.n, c.bytes, ts[0], ts[1])
+		}
+	}
+	tp := Local()
+	tp.SHMTurnCache = 1.5
+	if tp.Check() == nil {
+		t.Error("a turn cache factor of 1.5 accepted")
+	}
 }
 
 // TestMemShare: a host running more ranks than cores gets SHMMemShare of

@@ -104,6 +104,12 @@ type Topology struct {
 	// host, grows by SHMWake for every other rank per core
 	// ((ranks − 1)/cores). 0: none.
 	SHMWake float64 `json:"shm_wake,omitempty"`
+	// SlotWake, if set, is SHMWake as a group call pays it (per other rank
+	// per core): a rank waiting on the slots waits for the turns of ranks
+	// that each write a slot and then read and reduce every slot it
+	// needs, longer turns than those of ranks polling for one message.
+	// 0: SHMWake.
+	SlotWake float64 `json:"slot_wake,omitempty"`
 	// SlotAlpha is the latency of a group call through the shared
 	// segment's slots (internal/transport/shm: small collectives of ranks
 	// all on one host, see Slots): a rank writes its slot and reads those
@@ -122,6 +128,13 @@ type Topology struct {
 	// same bytes cost more memory traffic; when all of it fits, nothing is
 	// evicted. 0 means 1.
 	SHMMemShare float64 `json:"shm_mem_share,omitempty"`
+	// SHMTurnCache is CacheFactor for a host running more ranks than
+	// Cores: when what its ranks touch fits CacheBytes, their copies and
+	// reductions cost this factor of their uncached time instead. A core's
+	// own caches (L1, L2) hold one rank's data at a time: a rank taking
+	// its turn finds what it last touched evicted by the ranks that ran
+	// between, so less of the cache's speed-up is left. 0: CacheFactor.
+	SHMTurnCache float64 `json:"shm_turn_cache,omitempty"`
 	// SHMEager and NetEager are the largest sends the transports buffer
 	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
 	// a send of one chunk no larger completes for the sender as soon as the
@@ -168,9 +181,10 @@ func Default() Topology {
 // calls: a slot α of 0.2 µs. On 2, 3 and 4 ranks confined to one core and
 // 3 ranks on two (more ranks than cores): a switch of 0.5 µs per chunk, a
 // copy occupying a core for all of its b·β, 0.7 of the memory bandwidth
-// beyond the cache,
-// and a wake of 2 µs per other rank on a waiting rank's core (per other
-// rank per core for a group call).
+// beyond the cache and 0.7 (not 0.5) of the uncached byte costs within it
+// (the ranks taking turns on a core evict its own caches; shm-idle4's own
+// fit finds 0.7 as well), and a wake of 2 µs per other rank on a waiting
+// rank's core (per other rank per core for a group call).
 func Local() Topology {
 	t := Default()
 	t.Name = "local"
@@ -187,6 +201,7 @@ func Local() Topology {
 	t.SHMSwitch = 0.5e-6
 	t.SHMCoreShare = 1
 	t.SHMMemShare = 0.7
+	t.SHMTurnCache = 0.7
 	t.SHMWake = 2e-6
 	return t
 }
@@ -274,10 +289,10 @@ func (t Topology) Check() error {
 	if t.NICBurst < 0 || t.NICBurst > 0 && !(t.NICLineBW >= t.NICBW && t.NICLineBW <= 1e18) {
 		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
 	}
-	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 || !(t.SHMMemShare >= 0) || t.SHMMemShare > 1 ||
-		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 {
-		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_mem_share %g, shm_wake %g s, slot_alpha %g s out of range",
-			t.SHMSwitch, t.SHMCoreShare, t.SHMMemShare, t.SHMWake, t.SlotAlpha))
+	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 || !(t.SHMMemShare >= 0) || t.SHMMemShare > 1 || !(t.SHMTurnCache >= 0) || t.SHMTurnCache > 1 ||
+		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotWake >= 0) || t.SlotWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 {
+		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_mem_share %g, shm_turn_cache %g, shm_wake %g s, slot_wake %g s, slot_alpha %g s out of range",
+			t.SHMSwitch, t.SHMCoreShare, t.SHMMemShare, t.SHMTurnCache, t.SHMWake, t.SlotWake, t.SlotAlpha))
 	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
@@ -411,7 +426,11 @@ func (t Topology) procs(n int) int { return max(1, t.cores()/max(1, t.most(n))) 
 func (t *Topology) oversubscription(n int) {
 	if pc := t.perCore(n); pc > 1 {
 		c := t.cores()
-		t.groupWake = t.SHMWake * float64(t.most(n)-1) / float64(c)
+		w := t.SHMWake
+		if t.SlotWake > 0 {
+			w = t.SlotWake
+		}
+		t.groupWake = w * float64(t.most(n)-1) / float64(c)
 		t.SHMWake *= float64((t.most(n)+c-1)/c - 1)
 		if t.SHMMemShare > 0 {
 			t.MemBW *= t.SHMMemShare

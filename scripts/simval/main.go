@@ -15,8 +15,9 @@
 //     512 KiB and 34 MiB at 8 MiB, cannot place it);
 //   - the slot α on those ranks' group calls (small collectives left to
 //     the planner, which run through shared-memory slots);
-//   - the terms for more ranks than cores (switch, core share, wake) on
-//     the calibration runs measure.sh makes with ranks confined to fewer
+//   - the terms for more ranks than cores (switch, core share, wake, a
+//     group call's wake, memory share, the in-cache factor) on the
+//     calibration runs measure.sh makes with ranks confined to fewer
 //     cores (2, 3 and 4 ranks on one core, 3 on two), schedules and group
 //     calls alike.
 //
@@ -96,7 +97,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share] (shm; without the last six the slot α and the oversubscription terms are fitted) or α (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]] (shm; with four values the slot α and the oversubscription terms are fitted; turn cache and slot wake left out are 0: the cache factor and the wake) or α (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	if err := fs.Parse(args); err != nil {
@@ -277,8 +278,8 @@ func shmTopo(alpha, beta, gamma, cache float64) sim.Topology {
 
 // shmParams returns t's shared-memory terms as -params takes them.
 func shmParams(t sim.Topology) string {
-	return fmt.Sprintf("%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g", t.SHM.Alpha, t.SHM.Beta, t.Gamma, t.CacheFactor,
-		t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare)
+	return fmt.Sprintf("%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g", t.SHM.Alpha, t.SHM.Beta, t.Gamma, t.CacheFactor,
+		t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare, t.SHMTurnCache, t.SlotWake)
 }
 
 // predict fills p.pred and p.err under t; the algorithm of an "auto" point
@@ -464,6 +465,8 @@ var (
 		{"switch", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMSwitch = v }, func(t *sim.Topology) float64 { return t.SHMSwitch }},
 		{"core share", []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMCoreShare = v }, func(t *sim.Topology) float64 { return t.SHMCoreShare }},
 		{"memory share", []float64{0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMMemShare = v }, func(t *sim.Topology) float64 { return t.SHMMemShare }},
+		{"turn cache", []float64{0, 0.5, 0.6, 0.7, 0.8, 0.9, 1}, func(t *sim.Topology, v float64) { t.SHMTurnCache = v }, func(t *sim.Topology) float64 { return t.SHMTurnCache }},
+		{"slot wake", us(0, 1, 1.5, 2, 2.5, 3, 3.5, 4, 5), func(t *sim.Topology, v float64) { t.SlotWake = v }, func(t *sim.Topology) float64 { return t.SlotWake }},
 		{"wake", us(0, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15, 20), func(t *sim.Topology, v float64) { t.SHMWake = v }, func(t *sim.Topology) float64 { return t.SHMWake }},
 	}
 )
@@ -640,21 +643,28 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 			}
 			v = append(v, x)
 		}
-		if len(v) != 4 && len(v) != 10 {
-			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake,memory share]")
+		if len(v) != 4 && (len(v) < 10 || len(v) > 12) {
+			return t, "", errors.New("-params: want α,β,γ,cache factor[,memory bandwidth,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]]")
 		}
 		t = shmTopo(v[0], v[1], v[2], v[3])
-		if len(v) == 10 {
+		if len(v) >= 10 {
 			if v[9] < 0.1 || v[9] > 1 {
 				// Until it was removed, the tenth value was the futex wake-up (shm_sleep).
 				return t, "", fmt.Errorf("-params: memory share %g, want 0.1 to 1", v[9])
 			}
 			t.MemBW, t.SlotAlpha, t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare = v[4], v[5], v[6], v[7], v[8], v[9]
+			t.SHMTurnCache, t.SlotWake = 0, 0
+			if len(v) >= 11 {
+				t.SHMTurnCache = v[10]
+			}
+			if len(v) == 12 {
+				t.SlotWake = v[11]
+			}
 		}
 		if err := t.Check(); err != nil {
 			return t, "", fmt.Errorf("-params: %w", err)
 		}
-		if len(v) == 10 {
+		if len(v) >= 10 {
 			return t, "shared memory, parameters given", nil
 		}
 	}
@@ -693,7 +703,7 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 	t2, _, err = search(t, axes, pts, over)
 	switch {
 	case errors.Is(err, errNoPoints):
-		t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare = 0, 0, 0, 1
+		t.SHMSwitch, t.SHMCoreShare, t.SHMWake, t.SHMMemShare, t.SHMTurnCache, t.SlotWake = 0, 0, 0, 1, 0, 0
 		desc.WriteString("; no runs confined to fewer cores: no oversubscription terms")
 	case err != nil:
 		return t, "", err
@@ -709,8 +719,16 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 			}
 		}
 		slices.Sort(runs)
-		fmt.Fprintf(&desc, "; ranks > cores: switch %.2f µs per chunk, core share %.1f, memory share %.1f, wake %.2f µs per other rank on a core (fitted on ranks/cores %s)",
-			t.SHMSwitch*1e6, t.SHMCoreShare, t.SHMMemShare, t.SHMWake*1e6, strings.Join(runs, ", "))
+		slotWake := "as a schedule's"
+		if t.SlotWake > 0 {
+			slotWake = fmt.Sprintf("%.2f µs", t.SlotWake*1e6)
+		}
+		turnCache := "the cache factor"
+		if t.SHMTurnCache > 0 {
+			turnCache = fmt.Sprintf("%.2g", t.SHMTurnCache)
+		}
+		fmt.Fprintf(&desc, "; ranks > cores: switch %.2f µs per chunk, core share %.1f, memory share %.1f, wake %.2f µs per other rank on a core, group call's %s, in-cache factor %s (fitted on ranks/cores %s)",
+			t.SHMSwitch*1e6, t.SHMCoreShare, t.SHMMemShare, t.SHMWake*1e6, slotWake, turnCache, strings.Join(runs, ", "))
 	}
 	return t, desc.String(), nil
 }

@@ -88,11 +88,11 @@ func TestSHMIdle(t *testing.T) {
 		dir, params   string
 		within, total int
 	}{
-		{"testdata/shm-idle3", shmParams(sim.Local()), 59, 86},
-		{"testdata/shm-idle4", shmParams(sim.Local()), 61, 86},
-		{"testdata/shm-idle4", "5e-07,1.25e-10,5e-11,0.5,1.6e+10,2e-07,5e-07,0.9,2e-06,0.8", 68, 86},
-		{"testdata/shm-idle2", "5e-07,1.25e-10,7.5e-11,0.5,1e+10,2e-07,5e-07,1,2e-06,1", 69, 86},
-		{"testdata/shm-idle", "7.5e-07,1.5e-10,5e-11,0.7,1e+10,5e-07,1.5e-06,0.7,1e-06,1", 53, 70},
+		{"testdata/shm-idle3", shmParams(sim.Local()), 60, 86},
+		{"testdata/shm-idle4", shmParams(sim.Local()), 65, 86},
+		{"testdata/shm-idle4", "5e-07,1.25e-10,5e-11,0.5,1.6e+10,2e-07,0,0.9,2e-06,0.8,0.7,2.5e-06", 73, 86},
+		{"testdata/shm-idle2", "5e-07,1.25e-10,7.5e-11,0.5,1e+10,2e-07,5e-07,0.9,2e-06,1,0.6,2e-06", 68, 86},
+		{"testdata/shm-idle", "7.5e-07,1.5e-10,5e-11,0.7,1e+10,5e-07,1.5e-06,0.7,1e-06,1,0,0", 53, 70},
 	} {
 		var out bytes.Buffer
 		if err := run([]string{"-params", c.params, c.dir}, &out); err != nil {
@@ -174,6 +174,7 @@ func atoi(t *testing.T, s string) int {
 func TestConfinedFit(t *testing.T) {
 	truth := shmTopo(1e-6, 0.3e-9, 0.1e-9, 0.5)
 	truth.SHMSwitch, truth.SHMCoreShare, truth.SHMWake, truth.SlotAlpha, truth.SHMMemShare = 3e-6, 0.7, 2.5e-6, 0.4e-6, 0.6
+	truth.SHMTurnCache, truth.SlotWake = 0.8, 4e-6
 	dir := t.TempDir()
 	sizes := []int64{8, 32768, 1 << 20}
 	write := func(name, op, algo string, n, cores int, sizes []int64) {
@@ -211,7 +212,7 @@ func TestConfinedFit(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{"group calls: slot α 0.40 µs",
-		"ranks > cores: switch 3.00 µs per chunk, core share 0.7, memory share 0.6, wake 2.50 µs per other rank on a core (fitted on ranks/cores 2/1c, 3/2c, 4/1c)"} {
+		"ranks > cores: switch 3.00 µs per chunk, core share 0.7, memory share 0.6, wake 2.50 µs per other rank on a core, group call's 4.00 µs, in-cache factor 0.8 (fitted on ranks/cores 2/1c, 3/2c, 4/1c)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terms not recovered (want %q):\n%s", want, s)
 		}
