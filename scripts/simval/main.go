@@ -18,8 +18,13 @@
 //   - the terms for more ranks than cores (switch, core share, wake, a
 //     group call's wake, memory share, the in-cache factor) on the
 //     calibration runs measure.sh makes with ranks confined to fewer
-//     cores (2, 3 and 4 ranks on one core, 3 on two), schedules and group
-//     calls alike.
+//     cores (2, 3 and 4 ranks on one core, 3 on two; with CAL=1 also 6
+//     on two), schedules and group calls alike.
+//
+// CAL=1's runs of 2 ranks polling with sched_yield (HCOMM_YIELD=1,
+// yield_*.csv) are not fitted on: simval prints what such a wait costs
+// beyond the usual polling, the least a turn of another rank can cost,
+// beside the fitted wake.
 //
 // The other runs (4 and 8 ranks on the machine's 2 cores) are the
 // validation set. Over TCP the link's bandwidth is not
@@ -89,6 +94,12 @@ type config struct {
 	params  string
 	md      bool
 	bigOnly int64 // ≥ this size counts as bandwidth-bound
+	// yield is what a wait polled with sched_yield costs beyond the
+	// default polling, µs, and the points it is the median of (0: none).
+	yield struct {
+		us float64
+		n  int
+	}
 }
 
 func run(args []string, out io.Writer) error {
@@ -148,7 +159,40 @@ func run(args []string, out io.Writer) error {
 		// forced to an algorithm (sim.SlotFits).
 		pts[i].slot = !c.tcp && pts[i].algo == "auto" && sim.SlotFits(sim.Local(), colls[pts[i].op], pts[i].n, pts[i].bytes)
 	}
+	if !c.tcp {
+		yp, err := loadPrefix(dir, "yield_")
+		if err != nil {
+			return err
+		}
+		c.yield.us, c.yield.n = yieldCost(pts, yp)
+	}
 	return evaluate(c, pts, out)
+}
+
+// yieldCost returns what polling with sched_yield adds to a wait when no
+// rank shares a core (measure.sh's CAL=1 runs of 2 ranks with
+// HCOMM_YIELD=1, yield, against the same runs without, pts), in µs per
+// call of one wait — rd AllReduce (one exchange) and group calls of at
+// most 2 KiB, the median over them — and the number of points compared
+// (0: no yield runs).
+func yieldCost(pts, yield []point) (float64, int) {
+	med := map[key]float64{}
+	for _, p := range pts {
+		med[p.key] = p.med
+	}
+	var d []float64
+	for _, y := range yield {
+		m, ok := med[y.key]
+		if !ok || y.n != 2 || y.cores != 0 || y.bytes > 2048 || y.algo != "rd" && y.algo != "auto" {
+			continue
+		}
+		d = append(d, y.med-m)
+	}
+	if len(d) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(d)
+	return median(d), len(d)
 }
 
 // parseRate reads tc's rate syntax: 400mbit, 1gbit, 100kbit, 5000000bit.
@@ -177,8 +221,14 @@ func parseRate(s string) (float64, error) {
 // in which a root returning early makes it a throughput). A file named
 // ar_nN_cC_rR.csv holds a run confined to C cores.
 func load(dir string) ([]point, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "a[rg]_n*_r*.csv"))
-	sl, _ := filepath.Glob(filepath.Join(dir, "sl_n*_r*.csv"))
+	return loadPrefix(dir, "")
+}
+
+// loadPrefix is load for the files whose names start with prefix
+// (measure.sh's yield_ runs).
+func loadPrefix(dir, prefix string) ([]point, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, prefix+"a[rg]_n*_r*.csv"))
+	sl, _ := filepath.Glob(filepath.Join(dir, prefix+"sl_n*_r*.csv"))
 	files = append(files, sl...)
 	meas := map[key][]float64{}
 	algos := []string{"ring", "rd", "hd", "dbtree"}
@@ -192,7 +242,7 @@ func load(dir string) ([]point, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		ar := strings.HasPrefix(filepath.Base(name), "ar_")
+		ar := strings.HasPrefix(strings.TrimPrefix(filepath.Base(name), prefix), "ar_")
 		cores := 0
 		if m := coresRE.FindStringSubmatch(filepath.Base(name)); m != nil {
 			cores, _ = strconv.Atoi(m[1])
@@ -597,6 +647,12 @@ func evaluate(c config, pts []point, out io.Writer) error {
 	fmt.Fprintf(out, "# %s\n", desc)
 	if !c.tcp {
 		fmt.Fprintf(out, "# -params %s\n", shmParams(t))
+		if c.yield.n > 0 {
+			// Not fitted: a bound. Another rank's turn costs at least a
+			// sched_yield.
+			fmt.Fprintf(out, "# HCOMM_YIELD=1 runs (2 ranks, a core each; not fitted): a wait polled with sched_yield costs %+.2f µs (median of %d calls of one wait), the least a turn of another rank costs; the wake per other rank on a core is %.2f µs\n",
+				c.yield.us, c.yield.n, t.SHMWake*1e6)
+		}
 	}
 	for _, p := range pts {
 		set := "validate"

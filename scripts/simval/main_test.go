@@ -245,3 +245,29 @@ func TestConfinedFit(t *testing.T) {
 		t.Errorf("memory share fitted on runs confined to one core:\n%s", s)
 	}
 }
+
+// TestYieldRuns: the HCOMM_YIELD=1 runs of shm-idle4 (2 ranks, a core
+// each, polling with sched_yield) are read beside the same runs polling
+// as usual: a wait costs some tenths of a microsecond more, less than the
+// wake per other rank on a core sim.Local() charges (another rank's turn
+// includes at least such a yield).
+func TestYieldRuns(t *testing.T) {
+	pts, err := load("testdata/shm-idle4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yp, err := loadPrefix("testdata/shm-idle4", "yield_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	us, n := yieldCost(pts, yp)
+	if n != 13 || us < 0.2 || us > 1 {
+		t.Errorf("yield cost %.2f µs over %d calls, want 0.2–1 µs over 13 (rd at 8 B–2 KiB, 10 group calls)", us, n)
+	}
+	if w := sim.Local().SHMWake * 1e6; w < us {
+		t.Errorf("wake %.2f µs below a yield's %.2f", w, us)
+	}
+	if _, n := yieldCost(pts, nil); n != 0 {
+		t.Errorf("no yield runs, %d points", n)
+	}
+}

@@ -17,8 +17,9 @@
 #     like the others): a schedule's wait costs 2 wakes per core-local
 #     formula, 2.5 per other rank per core, a group call 2.5 or 4;
 #   2 ranks on the two cores with HCOMM_YIELD=1 (yield_ar_n2_rR.csv,
-#     yield_sl_n2_rR.csv, which simval does not read): the cost of polling
-#     with sched_yield when no rank shares a core, beside ar_n2_rR.csv.
+#     yield_sl_n2_rR.csv): the cost of polling with sched_yield when no
+#     rank shares a core, beside ar_n2_rR.csv; simval prints it (not
+#     fitted) as the least a turn of another rank can cost.
 # Usage: scripts/simval/measure.sh [dir]; then go run ./scripts/simval [-md] dir
 # Run it on an idle machine: small messages over shared memory are the
 # scheduler's time when other jobs share the cores. BOOST=1 runs it in a
