@@ -399,6 +399,13 @@ func (c *conn) watchHeader(peer int) (h wire.FrameHeader, err error) {
 	}
 }
 
+// quiet reports whether a read of the connection must wait for the
+// socket: nothing read ahead, put back or joined from an earlier lead.
+// The caller holds rmu.
+func (c *conn) quiet() bool {
+	return !c.peeked && c.prev == nil && c.aoff >= c.aend && !c.draining
+}
+
 // unread puts back a header read by watchHeader, for the next readHeader.
 func (c *conn) unread(h *wire.FrameHeader) {
 	c.peek, c.peeked = *h, true
@@ -495,8 +502,9 @@ func (w *worker) run(peer int, stop <-chan struct{}) {
 				if j.watch && w.pr.rwait.Add(-1) == 0 {
 					// The last stripe is in: wake the receiver from
 					// its watch on connection 0 (before the answer,
-					// so the wake-up cannot land in its next call).
-					w.pr.recv.pokeLead()
+					// so the wake-up cannot land in its next call;
+					// see peer.watchRepairs).
+					w.pr.recv.wakeWatch(w.pr.rinwait.Load())
 				}
 				w.done <- r
 				continue

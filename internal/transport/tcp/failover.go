@@ -292,7 +292,7 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 			take(<-pr.rdone)
 			continue
 		}
-		h2, werr := c0.watchHeader(pr.rank)
+		h2, werr := pr.watchRepairs(c0, left > 0)
 		switch {
 		case werr != nil:
 			if again, jerr := pr.woken(ctx, werr); again {

@@ -39,6 +39,10 @@ type gate struct {
 	watched context.Context // context the hook is registered on
 	unwatch func() bool     // removes the hook
 	oneShot bool            // the hook belongs to the active call only
+
+	// The receive's wait for its lead (receive gate only): it follows
+	// the lead's read deadline (setLeadDeadline).
+	lw leadWait
 }
 
 // setConns gives the gate the connections it governs.
@@ -110,7 +114,7 @@ func (g *gate) armLocked(n int) {
 		}
 	}
 	if g.leadc != nil && !g.leadArmed.Equal(d) {
-		g.setDeadline(g.leadc, d)
+		g.setLeadDeadline(d)
 		g.leadArmed = d
 	}
 }
@@ -124,7 +128,7 @@ func (g *gate) setLead(c *conn) {
 	if g.dead {
 		d = aLongTimeAgo
 	}
-	g.setDeadline(c, d)
+	g.setLeadDeadline(d)
 }
 
 // pokeLead interrupts the I/O in progress on the lead, as poke does.
@@ -132,7 +136,7 @@ func (g *gate) pokeLead() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.leadc != nil {
-		g.setDeadline(g.leadc, aLongTimeAgo)
+		g.setLeadDeadline(aLongTimeAgo)
 	}
 }
 
@@ -145,7 +149,7 @@ func (g *gate) restoreLead() {
 		if g.dead {
 			d = aLongTimeAgo
 		}
-		g.setDeadline(g.leadc, d)
+		g.setLeadDeadline(d)
 	}
 }
 
@@ -203,8 +207,16 @@ func (g *gate) setAll(d time.Time) {
 		g.armed[i] = d
 	}
 	if g.leadc != nil {
-		g.setDeadline(g.leadc, d)
+		g.setLeadDeadline(d)
 		g.leadArmed = d
+	}
+}
+
+// setLeadDeadline sets d on the lead and on the receive's wait for it.
+func (g *gate) setLeadDeadline(d time.Time) {
+	g.setDeadline(g.leadc, d)
+	if !g.write {
+		g.lw.setDeadline(d)
 	}
 }
 
@@ -252,4 +264,41 @@ func (g *gate) replace(i int, c *conn) {
 		d = aLongTimeAgo
 	}
 	g.setDeadline(c, d)
+}
+
+// waitLead waits, for the receive in progress, until the lead c has
+// something to read (nil), or until woken: by a past deadline (pokeLead,
+// wakeWatch, a dead gate or the call's context) or by closeWait. It
+// reports false, having waited for nothing, when the wait is not
+// available here.
+func (g *gate) waitLead(c *conn) (bool, error) {
+	g.mu.Lock()
+	if g.write || !g.lw.prepare(c) {
+		g.mu.Unlock()
+		return false, nil
+	}
+	raw, fn := g.lw.raw, g.lw.fn
+	g.mu.Unlock()
+	return true, g.lw.wait(raw, fn)
+}
+
+// wakeWatch wakes the receive's watch of the lead while stripes come
+// (peer.watchRepairs). If the receive said it waits in waitLead, waking that
+// wait is enough, and allocates nothing; otherwise the lead's read is
+// woken too, as pokeLead does.
+func (g *gate) wakeWatch(waiting bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if waiting {
+		g.lw.setDeadline(aLongTimeAgo)
+	} else if g.leadc != nil {
+		g.setLeadDeadline(aLongTimeAgo)
+	}
+}
+
+// closeWait ends waitLead for good, waking a wait in progress.
+func (g *gate) closeWait() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lw.close()
 }

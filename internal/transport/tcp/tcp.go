@@ -367,6 +367,7 @@ type peer struct {
 	soff     []uint64     // by conn: where its stripe starts (send gate)
 	stimer   *time.Timer  // stall checks (send gate)
 	rwait    atomic.Int32 // receive stripes not yet in (receive gate)
+	rinwait  atomic.Bool  // the receive waits in recv.waitLead (leadwait.go)
 	rext     []extent     // the current receive's stripes (receive gate)
 	rgone    uint16       // paths the peer retired: not read again (receive gate)
 
@@ -1215,6 +1216,7 @@ func (pr *peer) fail(err error) error {
 // closeConns closes the peer's connections; connections that come up later
 // are closed at once.
 func (pr *peer) closeConns() {
+	pr.recv.closeWait()
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.closed = true
