@@ -934,9 +934,10 @@ func TestNoAllocs(t *testing.T) {
 		{"small over two paths", 1, 64, deadlineCtx, true, 0},
 		// Stripes on both paths: Send polls TCP_INFO for their
 		// acknowledgements (tcpinfo_linux.go) and allocates nothing.
-		// Each Recv (two a round trip, one each end) still allocates
-		// once: its watch for a repair on the first path is woken by
-		// a read deadline, and net wraps that in an *OpError.
+		// Each Recv's watch for a repair on the first path waits in
+		// an epoll instance and is woken without allocating
+		// (leadwait_linux.go); woken by a deadline on the connection
+		// instead, as elsewhere, each Recv allocates an *OpError.
 		{"striped over two paths", 1, 1 << 20, deadlineCtx, true, 0},
 	}
 	for _, tt := range tests {
