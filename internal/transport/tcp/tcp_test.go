@@ -943,6 +943,7 @@ func TestNoAllocs(t *testing.T) {
 		// (leadwait_linux.go); woken by a deadline on the connection
 		// instead, as elsewhere, each Recv allocates an *OpError.
 		{"striped over two paths", 1, 1 << 20, deadlineCtx, true, watchAllocs},
+		{"striped over two paths of two sockets", 2, 1 << 20, deadlineCtx, true, watchAllocs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
