@@ -681,7 +681,7 @@ func TestProgress(t *testing.T) {
 func TestChildArgs(t *testing.T) {
 	pc, err := parsePerfFlags([]string{"-n", "3", "-op", "allreduce,alltoall", "-b", "16", "-e", "1M", "-f", "8",
 		"-T", "0.05", "-S", "2", "-iters", "7", "-warmup", "2", "-chunk", "65536", "-inplace", "both",
-		"-dtype", "int8", "-redop", "max", "-label", "L", "-csv", "-plot", "x.svg"}, io.Discard)
+		"-dtype", "int8", "-redop", "max", "-label", "L", "-csv", "-plot", "x.svg", "-registered"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,8 +693,13 @@ func TestChildArgs(t *testing.T) {
 		child.target != pc.target || child.maxOp != pc.maxOp || child.iters != 7 || child.warmup != 2 ||
 		child.chunk != 65536 || !slices.Equal(child.modes, pc.modes) || child.dtype != pc.dtype ||
 		child.redop != pc.redop || child.label != "L" || !slices.Equal(child.algos, []string{"allreduce=ring"}) ||
-		child.plot != "" || child.verbose != progressOff {
+		child.plot != "" || child.verbose != progressOff || !child.registered {
 		t.Errorf("child config %+v from %+v", *child, *pc)
+	}
+	// Without -registered the ranks use ordinary memory.
+	pc.registered = false
+	if child, err := parsePerfFlags(childArgs(pc, ""), io.Discard); err != nil || child.registered {
+		t.Errorf("child of a run without -registered: registered %v, %v", child != nil && child.registered, err)
 	}
 }
 

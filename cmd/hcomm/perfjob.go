@@ -96,6 +96,9 @@ func childArgs(pc *perfConfig, algo string) []string {
 	if algo != "" {
 		a = append(a, "-algo", algo)
 	}
+	if pc.registered {
+		a = append(a, "-registered")
+	}
 	return a
 }
 

@@ -102,6 +102,7 @@ func (r *Registry) Release(x *Buf) {
 	if x.Freed.Swap(true) {
 		return
 	}
+	r.phaseFlush()
 	r.byID = remove(r.byID, x)
 	r.byAddr = remove(r.byAddr, x)
 	r.live.Store(int32(len(r.byID)))
