@@ -800,6 +800,27 @@ func TestPerfProcesses(t *testing.T) {
 			}
 		})
 	}
+	// -registered reaches the rank processes: over shm the calls take the
+	// zero-copy path (the pick column names what ran).
+	t.Run("registered", func(t *testing.T) {
+		cmd := exec.Command(perfBin, "perf", "-n", "2", "-transport", "shm", "-op", "allgather,alltoall",
+			"-b", "512K", "-e", "512K", "-T", "0.005", "-json", "-registered")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		rows, err := readRows(bytes.NewReader(out))
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("%d rows (%v):\n%s", len(rows), err, out)
+		}
+		for _, r := range rows {
+			if r.Pick != "zero-copy" || r.Wrong != 0 {
+				t.Errorf("%s of %d bytes on registered memory: pick %q, %d wrong", r.Op, r.Bytes, r.Pick, r.Wrong)
+			}
+		}
+	})
 }
 
 func FuzzReadRows(f *testing.F) {
