@@ -61,9 +61,11 @@ type Registry struct {
 	// caches (Finish sets it).
 	ntMin int
 	// abandonFP is the fingerprint of abandon's records (setAbandonFP).
-	abandonFP wire.Fingerprint
-	lingerFor time.Duration // the running call's polling budget (linger)
-	ph        phases        // the stamps of the running call (zcopyphase builds)
+	abandonFP  wire.Fingerprint
+	lingerFor  time.Duration // the running call's polling budget (linger)
+	lingerMiss int           // polls in a row that ended without the record
+	lingerSkip int           // waits left that block without polling
+	ph         phases        // the stamps of the running call (zcopyphase builds)
 }
 
 // Live returns the number of live buffers.

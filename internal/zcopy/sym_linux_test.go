@@ -11,6 +11,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/transport/shm"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -271,5 +272,49 @@ func TestSymmetricShm(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// probe is a transport whose Arrived answers arrived.
+type probe struct {
+	*shm.Transport
+	arrived bool
+}
+
+func (p probe) Arrived(int) bool { return p.arrived }
+
+// TestLingerBackoff: a poll that ends without the record makes the next
+// 2^m − 1 waits block at once (m misses in a row, at most 6); a record
+// found while polling ends the run.
+func TestLingerBackoff(t *testing.T) {
+	r := &Registry{lingerFor: time.Nanosecond}
+	never := &Path{T: probe{}}
+	var polls []int // the waits that polled, of 200
+	for i := range 200 {
+		skip := r.lingerSkip
+		r.linger(never, 1)
+		if skip == 0 {
+			polls = append(polls, i)
+		}
+	}
+	want := []int{0, 2, 6, 14, 30, 62, 126, 190}
+	if !slices.Equal(polls, want) {
+		t.Fatalf("waits that polled: %v, want %v", polls, want)
+	}
+	if r.lingerMiss != 6 {
+		t.Errorf("misses %d, want at most 6", r.lingerMiss)
+	}
+	for r.lingerSkip > 0 {
+		r.linger(never, 1)
+	}
+	r.linger(&Path{T: probe{arrived: true}}, 1)
+	if r.lingerMiss != 0 || r.lingerSkip != 0 {
+		t.Errorf("after a record found while polling: misses %d, skip %d; want 0, 0", r.lingerMiss, r.lingerSkip)
+	}
+	// Without a budget (or a transport that cannot tell) nothing polls.
+	r = &Registry{}
+	r.linger(never, 1)
+	if r.lingerMiss != 0 {
+		t.Error("a wait without a budget polled")
 	}
 }

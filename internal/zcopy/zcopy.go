@@ -675,8 +675,12 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 // looks (sched_yield). A yield that kept this rank off its CPU for more
 // than lingerBusy means other processes want it: the rank then stops
 // polling and blocks in the receive (a poll on a busy machine takes CPU
-// time from the peer it waits for). BenchmarkSymmetric sets lingerMax to
-// compare (0: no polling here).
+// time from the peer it waits for). A poll that ends without the record
+// (out of budget, or the CPU busy) is a miss: after m misses in a row the
+// next 2^m − 1 waits (at most 63) block at once, so that on a loaded
+// machine, where the waits are long, the ranks mostly sleep as before;
+// a record found while polling ends the run of misses. BenchmarkSymmetric
+// sets lingerMax to compare (0: no polling here).
 var (
 	lingerRate = 8 << 10 // bytes per µs
 	lingerMin  = 20 * time.Microsecond
@@ -700,6 +704,10 @@ func (r *Registry) linger(z *Path, p int) {
 	if !ok || r.lingerFor <= 0 {
 		return
 	}
+	if r.lingerSkip > 0 {
+		r.lingerSkip--
+		return
+	}
 	var start time.Time
 	for i := 0; !pr.Arrived(p); i++ {
 		if i%16 != 15 {
@@ -709,14 +717,24 @@ func (r *Registry) linger(z *Path, p int) {
 		if start.IsZero() {
 			start = t
 		} else if t.Sub(start) > r.lingerFor {
+			r.lingerMissed()
 			return
 		}
 		runtime.Gosched()
 		spin.YieldCPU()
 		if time.Since(t) > lingerBusy {
+			r.lingerMissed()
 			return
 		}
 	}
+	r.lingerMiss = 0
+}
+
+// lingerMissed counts a poll that ended without the record and sets how
+// many waits block at once before the next poll (linger).
+func (r *Registry) lingerMissed() {
+	r.lingerMiss = min(r.lingerMiss+1, 6)
+	r.lingerSkip = 1<<r.lingerMiss - 1
 }
 
 // blk returns rank p's block of k: its offset and length in bytes.
