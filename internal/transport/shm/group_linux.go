@@ -142,6 +142,7 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 	done := t.grWord(t.me, grDone)
 	atomic.StoreUint32(done, s)
 	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
+		noteCPU(t.seg.cpu(t.me))
 		futexWakeAll(g.pub)
 		futexWakeAll(done)
 	}
@@ -277,6 +278,7 @@ func (t *Transport) grFlush() {
 	}
 	atomic.StoreUint32(g.pub, atomic.LoadUint32(g.pub)) // the fence
 	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
+		noteCPU(t.seg.cpu(t.me))
 		futexWakeAll(g.pub)
 	}
 	g.pub = nil
@@ -430,9 +432,13 @@ func (t *Transport) grAwait(d transport.Deferred, q int, word *uint32, want uint
 	ctx := g.ctx
 	sleepers := t.grWord(q, grSleepers)
 	start = time.Time{}
+	slept := false
 	for {
 		v := atomic.LoadUint32(word)
 		if grReached(v, want, eq) {
+			if slept {
+				t.moveApart(t.seg.cpu(q))
+			}
 			return nil
 		}
 		if err := t.grStop(ctx, q, want, eq); err != nil {
@@ -455,6 +461,7 @@ func (t *Transport) grAwait(d transport.Deferred, q int, word *uint32, want uint
 		atomic.AddUint32(sleepers, 1)
 		if atomic.LoadUint32(word) == v {
 			futexSleep(word, v, dl, &g.ts)
+			slept = true
 		}
 		atomic.AddUint32(sleepers, ^uint32(0))
 	}

@@ -40,6 +40,7 @@ const (
 
 	// Per-rank page.
 	rbPid       = 0
+	rbCPU       = 64 // uint32: the CPU (plus one) the rank ran on when it last woke a peer
 	rbState     = lineSize
 	rbReasonLen = lineSize + 4
 	rbReason    = 2 * lineSize
@@ -122,6 +123,9 @@ func (s *segment) u32(off int) *uint32 {
 }
 
 func (s *segment) rankBlock(i int) int { return pageSize + i*pageSize }
+
+// cpu is local rank i's noted CPU word (rbCPU).
+func (s *segment) cpu(i int) *uint32 { return s.u32(s.rankBlock(i) + rbCPU) }
 
 // ringOffset returns the offset of the ring carrying messages from local
 // rank i to local rank j.

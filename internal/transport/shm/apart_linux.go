@@ -1,0 +1,72 @@
+package shm
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ranks apart.
+//
+// A rank asleep on its futex is placed, when a peer wakes it, by the
+// kernel's wake-up balancing, which on a busy machine (no idle CPU) puts
+// it on the waker's CPU. Two ranks that wake each other then end up
+// sharing one CPU, and each call costs the waiter's whole polling time
+// plus a sleep and a wake-up (20–40 µs for an 8-byte AllReduce instead of
+// under 1 µs) until the load balancer moves one of them, which can take
+// seconds. A fresh job starts that way: the ranks wake each other through
+// the rendezvous before their first call. So a rank that wakes on the CPU
+// its waker noted, on a host with a CPU per local rank, moves its thread
+// off that CPU (its affinity narrowed to the other allowed CPUs, then put
+// back at once): nothing stays bound, the kernel just starts from ranks
+// apart.
+
+// noteCPU records in word (plus one) the CPU the calling thread runs on;
+// a rank calls it before it wakes a sleeping peer.
+func noteCPU(word *uint32) {
+	if c := getCPU(); c >= 0 {
+		atomic.StoreUint32(word, uint32(c)+1)
+	}
+}
+
+// getCPU returns the CPU the calling thread runs on, or -1.
+func getCPU() int {
+	var c uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(c)
+}
+
+// moveApart moves the calling thread off the CPU a waker noted in word
+// (see noteCPU) if it runs there, when this host has a CPU for every
+// local rank. It reports whether it moved the thread.
+func (t *Transport) moveApart(word *uint32) bool {
+	if !t.spread {
+		return false
+	}
+	w := atomic.LoadUint32(word)
+	c := getCPU()
+	if w == 0 || c < 0 || uint32(c)+1 != w {
+		return false
+	}
+	return moveOff(c, len(t.local))
+}
+
+// moveOff moves the calling thread off CPU c when its affinity allows c
+// and at least n CPUs, and puts its affinity back as it was.
+func moveOff(c, n int) bool {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil || !set.IsSet(c) || set.Count() < n || set.Count() < 2 {
+		return false
+	}
+	set.Clear(c)
+	if unix.SchedSetaffinity(0, &set) != nil {
+		return false
+	}
+	set.Set(c)
+	// If this fails the thread stays off c only; it can run elsewhere.
+	unix.SchedSetaffinity(0, &set)
+	return true
+}
