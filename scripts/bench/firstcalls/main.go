@@ -16,9 +16,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm"
 )
@@ -30,14 +27,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "firstcalls:", err)
 		os.Exit(1)
 	}
-}
-
-func cpu() int64 {
-	var c uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
-		return -1
-	}
-	return int64(c)
 }
 
 func run(n int) error {
