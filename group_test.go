@@ -147,6 +147,22 @@ func BenchmarkGroupCallPath(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
+// BenchmarkGroupBroadcastCallPath is BenchmarkGroupCallPath for an
+// 8-byte Broadcast at a rank that is not the root (the reader).
+func BenchmarkGroupBroadcastCallPath(b *testing.B) {
+	ctx := context.Background()
+	c, _ := groupComm(b, &Config{Timeout: time.Minute})
+	buf := make([]float32, 2)
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := Broadcast(ctx, c, buf, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
 // TestGroupPathOff: HCOMM_SHM_SLOTS=0 keeps every collective on its
 // schedule.
 func TestGroupPathOff(t *testing.T) {

@@ -108,13 +108,10 @@ type ring struct {
 	head, consWait *uint32
 	tail, prodWait *uint32
 	cma, broken    *uint32
-	// The CPUs the producer and the consumer noted (rbCPU) before waking
-	// the other end (apart_linux.go).
-	prodCPU, consCPU *uint32
-	entries          []byte // entrySize bytes per position
-	data             []byte // slotBytes per position
-	slotBytes        int
-	slots            uint32
+	entries        []byte // entrySize bytes per position
+	data           []byte // slotBytes per position
+	slotBytes      int
+	slots          uint32
 
 	pos    uint32 // this end's counter: head for out, tail for in
 	seen   uint32 // producer: the consumer's counter (tail) as last read
@@ -286,8 +283,6 @@ func (s *segment) ring(i, j int) ring {
 		prodWait:  s.u32(off + rcProdWait),
 		cma:       s.u32(off + rcCMA),
 		broken:    s.u32(off + rcBroken),
-		prodCPU:   s.cpu(i),
-		consCPU:   s.cpu(j),
 		data:      s.mem[data : data+n : data+n],
 		slotBytes: s.slotBytes,
 		slots:     uint32(s.slots),
@@ -690,7 +685,6 @@ func (r *ring) publish() {
 	r.pos++
 	atomic.StoreUint32(r.head, r.pos)
 	if atomic.LoadUint32(r.consWait) != 0 {
-		noteCPU(r.prodCPU)
 		futexWakeAll(r.head)
 	}
 }
@@ -706,7 +700,6 @@ func (r *ring) release() {
 	r.pos++
 	atomic.StoreUint32(r.tail, r.pos)
 	if atomic.LoadUint32(r.prodWait) != 0 {
-		noteCPU(r.consCPU)
 		futexWakeAll(r.tail)
 	}
 }
@@ -833,12 +826,6 @@ func (t *Transport) await(ctx context.Context, pe *peer, r *ring, poll *uint32, 
 		futexSleep(word, old, d, &r.ts)
 		atomic.StoreUint32(flag, 0)
 		if atomic.LoadUint32(word) != old {
-			// Woken by the other end: start from CPUs apart.
-			waker := r.consCPU
-			if word == r.head {
-				waker = r.prodCPU
-			}
-			t.moveApart(waker)
 			return nil
 		}
 	}
