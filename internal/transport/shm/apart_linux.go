@@ -25,7 +25,8 @@ import (
 // (2-rank AllReduce 32–128 MiB, under load).
 
 // noteCPU records in word (plus one) the CPU the calling thread runs on;
-// a rank calls it before it wakes a sleeping peer.
+// a rank that spreads (Transport.spread) calls it before it wakes a
+// sleeping peer.
 func noteCPU(word *uint32) {
 	if c := getCPU(); c >= 0 {
 		atomic.StoreUint32(word, uint32(c)+1)

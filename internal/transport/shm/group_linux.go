@@ -142,7 +142,9 @@ func (t *Transport) GroupRun(d transport.Deferred, fp *wire.Fingerprint, in, out
 	done := t.grWord(t.me, grDone)
 	atomic.StoreUint32(done, s)
 	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
-		noteCPU(t.seg.cpu(t.me))
+		if t.spread {
+			noteCPU(t.seg.cpu(t.me))
+		}
 		futexWakeAll(g.pub)
 		futexWakeAll(done)
 	}
@@ -278,7 +280,9 @@ func (t *Transport) grFlush() {
 	}
 	atomic.StoreUint32(g.pub, atomic.LoadUint32(g.pub)) // the fence
 	if atomic.LoadUint32(t.grWord(t.me, grSleepers)) != 0 {
-		noteCPU(t.seg.cpu(t.me))
+		if t.spread {
+			noteCPU(t.seg.cpu(t.me))
+		}
 		futexWakeAll(g.pub)
 	}
 	g.pub = nil
