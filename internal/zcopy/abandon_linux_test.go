@@ -14,6 +14,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/rma"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/transport"
+	"github.com/hcomm-go/hcomm/internal/transport/local"
 	"github.com/hcomm-go/hcomm/internal/transport/shm"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -185,5 +186,103 @@ func TestMalformedRecordShm(t *testing.T) {
 				t.Errorf("rank 1 (took %v): %v, want rank 0 abandoned the call", took[1], res[1])
 			}
 		})
+	}
+}
+
+// Three goroutine ranks on the in-process transport (what hcomm.NewLocal
+// uses, a rendezvous) take the zero-copy path of an AllReduce; rank 2
+// then aborts, as a rank whose call failed does. Ranks 0 and 1 fail the
+// middle round on it and return its error at once: they do not abandon
+// the call (each would wait in a Send to the other, which receives
+// nothing, until the deadline; the one-minute context is only a guard).
+func TestPeerFailureLocal(t *testing.T) {
+	const size, n = 3, 4096
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := local.NewFabric(size)
+	var rs [size]*Registry
+	var bs [size]*Buf
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := f.Endpoint(r)
+			fp := &wire.Fingerprint{Seq: 1 << 40}
+			b, err := rma.NewBuffer(ctx, rma.BufferParams{Rank: r, Size: size, N: 2 * n,
+				Exchange: func(ctx context.Context, rec []byte) ([]byte, error) {
+					// Each pair in a fixed order: the lower rank sends first.
+					all := make([]byte, size*rma.RecordSize)
+					copy(all[r*rma.RecordSize:], rec)
+					for p := range size {
+						if p == r {
+							continue
+						}
+						in := all[p*rma.RecordSize : (p+1)*rma.RecordSize]
+						first, second := func() error { return tr.Send(ctx, p, fp, rec) }, func() error { return tr.Recv(ctx, p, fp, in) }
+						if r > p {
+							first, second = second, first
+						}
+						if err := first(); err != nil {
+							return nil, err
+						}
+						if err := second(); err != nil {
+							return nil, err
+						}
+					}
+					return all, nil
+				}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			rs[r] = &Registry{}
+			bs[r] = rs[r].Add(size, b)
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for r := range size {
+			if bs[r] != nil {
+				rs[r].Release(bs[r])
+			}
+		}
+	}()
+	if t.Failed() {
+		return
+	}
+	if !bs[0].B.Shared {
+		t.Skip("the buffers are not mapped by every rank here")
+	}
+	var res [size]error
+	var took [size]bool
+	for r := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := bs[r].B.Bytes()
+			k := &Call{Coll: sched.AllReduce, DT: reduce.Uint8, Op: reduce.Sum, In: m[:n], Out: m[n : 2*n], Count: n}
+			fp := &wire.Fingerprint{Seq: 1, Coll: sched.AllReduce, Count: n}
+			z := &Path{Rank: r, Size: size, T: f.Endpoint(r), FP: fp, Min: 1}
+			took[r], res[r] = rs[r].Begin(ctx, z, k)
+			if res[r] != nil || !took[r] {
+				return
+			}
+			if r == 2 {
+				f.Endpoint(2).Abort(errors.New("rank 2 fails"))
+				return
+			}
+			res[r] = rs[r].Finish(ctx, z, k)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("ranks 0 and 1 waited for their deadline: %v, %v", res[0], res[1])
+	}
+	for r := range 2 {
+		var pe *errs.PeerError
+		if !took[r] || !errors.As(res[r], &pe) || pe.Peer != 2 || !errors.Is(res[r], errs.ErrAborted) {
+			t.Errorf("rank %d (took %v): %v, want rank 2's abort", r, took[r], res[r])
+		}
 	}
 }

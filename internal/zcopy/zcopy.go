@@ -506,8 +506,14 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 	}
 	if err := r.move(ctx, z, k); err != nil {
 		// The peers wait for this rank's "done" (or AllReduce's middle
-		// round): they fail at once instead.
-		r.abandon(ctx, z)
+		// round): they fail at once instead. Not when a peer failed the
+		// move (its abort, its abandon record, a mismatch): that peer
+		// told the others, or its communicator's abort will. Two ranks
+		// failing on it together would otherwise each wait in a Send
+		// to the other where the transport is a rendezvous (local).
+		if !peerFailed(err) {
+			r.abandon(ctx, z)
+		}
 		return err
 	}
 	r.mark(phMoved)
@@ -537,9 +543,11 @@ func (r *Registry) setAbandonFP(fp *wire.Fingerprint) *wire.Fingerprint {
 // fails on it with an *errs.MismatchError, which a message of the
 // program could never be taken for. Where the transport takes the record
 // at once (shm, mux: transport.Eager) nothing here waits; where it
-// does not (the in-process transport of tests) the Send may wait for the
-// peer, until ctx ends. Either way the failed call then aborts the
-// communicator, which tells the peers too.
+// does not (the in-process transport of goroutine ranks) the Send waits
+// for the peer's receive, or until ctx ends or either side aborts: so
+// only a rank failing for its own reason abandons (Finish). Either way
+// the failed call then aborts the communicator, which tells the peers
+// too.
 func (r *Registry) abandon(ctx context.Context, z *Path) {
 	fp := r.setAbandonFP(z.FP)
 	encode(r.mine, 0, 0, 0, 0, 0)
@@ -553,6 +561,14 @@ func (r *Registry) abandon(ctx context.Context, z *Path) {
 			z.T.Send(ctx, p, fp, r.mine[:RecSize])
 		}
 	}
+}
+
+// peerFailed reports whether err is a peer's failure rather than this
+// rank's own: a *errs.PeerError or *errs.MismatchError.
+func peerFailed(err error) bool {
+	var pe *errs.PeerError
+	var me *errs.MismatchError
+	return errors.As(err, &pe) || errors.As(err, &me)
 }
 
 // peerErr is the error of a wait for rank p's record in a symmetric
