@@ -323,6 +323,11 @@ func (c *conn) idle() bool {
 	return ok && q == 0
 }
 
+// preRead's rule below needs a Send of stripeMin bytes to be a frame
+// larger than leadCopyMax, which returns only once its header was
+// acknowledged: this does not compile where it is not.
+var _ [stripeMin + wire.FrameHeaderSize - leadCopyMax - 1]struct{}
+
 // preRead reads into p, before the header of the message the receive
 // waits for, the stripes of that message (fingerprint fp) waiting at the
 // front of the other paths' first connections: their header may have
@@ -354,7 +359,10 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 		// so the stripes of the messages after it go out only once
 		// that header is in this rank's socket (and the lead is not
 		// idle). Before a smaller message, any stripe is of a later one.
-		mine := fp != nil && h.Fingerprint == *fp && len(p) >= stripeMin && h.Offset <= uint64(len(p)) && h.Len <= uint64(len(p))-h.Offset
+		// The lead is looked at after the peek, not only by the caller
+		// before the loop: the awaited message may have come whole on
+		// the lead since, and a later one's stripe after it.
+		mine := fp != nil && h.Fingerprint == *fp && len(p) >= stripeMin && h.Offset <= uint64(len(p)) && h.Len <= uint64(len(p))-h.Offset && pr.rl.idle()
 		if !mine && (!keep || h.Len > keptMax-pr.keptBytes()) {
 			if keep && !pr.rbig {
 				pr.rbig = true // once per receive

@@ -285,3 +285,65 @@ func TestPreReadKeep(t *testing.T) {
 		}
 	})
 }
+
+// TestPreReadLeadCame: a receive woken for a stripe ahead while its lead
+// was idle, whose awaited message came whole on the lead before the
+// stripes were looked at, and after it a stripe of the next message of
+// the same call (which a sender puts out only once the awaited header is
+// in this rank's socket). preRead leaves that stripe in place, as a
+// later message's, and the receive takes the message from the lead.
+// (Read as the awaited one's, the receive failed a healthy pair.)
+func TestPreReadLeadCame(t *testing.T) {
+	w := newLeadWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr1 := w.trs[1].peers[0]
+	c0 := w.pr.sview[w.pr.paths[1].conns[0].pos]
+	c1 := pr1.rview[pr1.paths[1].conns[0].pos]
+	const size = 100 << 10
+	fp := fpFor(1, size)
+	pr1.rl.rmu.Lock()
+	if !pr1.rl.idle() {
+		pr1.rl.rmu.Unlock()
+		t.Fatal("rank 1's lead is not idle before the test")
+	}
+	// The awaited message, whole on the lead: its header is in rank 1's
+	// socket before the next message's stripe goes out.
+	msg := make([]byte, size)
+	fill(msg, 0, 1)
+	if _, err := w.pr.sl.write(&wire.FrameHeader{Type: wire.FrameData, Fingerprint: fp, Len: size, Total: size}, msg); err != nil {
+		t.Fatal(err)
+	}
+	for queued(t, pr1.rl.nc) < wire.FrameHeaderSize {
+		if ctx.Err() != nil {
+			t.Fatal("rank 1 did not receive the message's header")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stripe := make([]byte, 1000)
+	if _, err := c0.write(&wire.FrameHeader{Type: wire.FrameStripe, Fingerprint: fp, Len: uint64(len(stripe)), Total: 2 * size}, stripe); err != nil {
+		t.Fatal(err)
+	}
+	for queued(t, c1.nc) < wire.FrameHeaderSize+len(stripe) {
+		if ctx.Err() != nil {
+			t.Fatal("rank 1 did not receive the stripe")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p := make([]byte, size)
+	err := pr1.preRead(ctx, &fp, p, false)
+	rpre := pr1.rpre
+	pr1.rl.rmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rpre != 0 || queued(t, c1.nc) != wire.FrameHeaderSize+len(stripe) {
+		t.Fatalf("the next message's stripe was read as the awaited one's (read before: %#x)", rpre)
+	}
+	if err := w.trs[1].Recv(ctx, 0, &fp, p); err != nil {
+		t.Fatalf("the message whole on the lead: %v", err)
+	}
+	if err := check(p, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+}
