@@ -29,12 +29,16 @@ func (kv *KV) Set(_ context.Context, key string, value []byte) error {
 	return nil
 }
 
-// Get returns the value of key, waiting until it is set or ctx ends.
+// Get returns a copy of the value of key, waiting until it is set or ctx
+// ends.
 func (kv *KV) Get(ctx context.Context, key string) ([]byte, error) {
 	for {
 		kv.mu.Lock()
 		v, ok := kv.m[key]
 		ch := kv.changed
+		if ok {
+			v = append([]byte(nil), v...)
+		}
 		kv.mu.Unlock()
 		if ok {
 			return v, nil
