@@ -2,11 +2,10 @@ package zcopy
 
 import (
 	"runtime"
-
-	"github.com/hcomm-go/hcomm/internal/reduce"
 	"sync"
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
+	"github.com/hcomm-go/hcomm/internal/reduce"
 )
 
 // AutoMin is the least copy the engine splits under HCOMM_COPY_ENGINE=auto.
