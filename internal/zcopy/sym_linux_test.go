@@ -15,7 +15,8 @@ import (
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
-// BenchmarkSymmetric runs the zero-copy AllGather and AllToAll of 2 ranks
+// BenchmarkSymmetric runs the zero-copy AllGather and AllToAll (and, for
+// comparison, the rooted Broadcast from rank 0) of 2 ranks
 // (goroutines of this process, the shm transport, registered buffers:
 // the records, the copies and the done round of the real path), with
 // large blocks written around the caches (stores=bypass, as the calls
@@ -28,7 +29,7 @@ import (
 //
 //	go test -run '^$' -bench Symmetric -count 3 ./internal/zcopy
 func BenchmarkSymmetric(b *testing.B) {
-	for _, coll := range []sched.Coll{sched.AllGather, sched.AllToAll} {
+	for _, coll := range []sched.Coll{sched.AllGather, sched.AllToAll, sched.Broadcast} {
 		for _, n := range []int{512 << 10, 2 << 20, 8 << 20, 32 << 20} {
 			for _, plain := range []bool{false, true} {
 				for _, block := range []bool{false, true} {
@@ -63,8 +64,11 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 	for r := range 2 {
 		m := bs[r].B.Bytes()
 		calls[r] = &Call{Coll: coll, DT: reduce.Uint8, In: m[:n/2], Out: m[n : 2*n], Count: n / 2}
-		if coll == sched.AllToAll {
+		switch coll {
+		case sched.AllToAll:
 			calls[r].In = m[:n]
+		case sched.Broadcast: // from rank 0
+			calls[r].In, calls[r].Count = calls[r].Out, n
 		}
 	}
 	run := func(r int, seq uint64) error {
@@ -92,7 +96,8 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 	}
 	took := make([]time.Duration, b.N)
 	var ph [2][][phN]int64 // zcopyphase builds: each call's stamps, per rank
-	if PhaseTrace {
+	trace := PhaseTrace && coll != sched.Broadcast // the rooted calls stamp no phases
+	if trace {
 		ph[0], ph[1] = make([][phN]int64, b.N), make([][phN]int64, b.N)
 	}
 	errc := make(chan error, 1)
@@ -104,7 +109,7 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 				errc <- err
 				return
 			}
-			if PhaseTrace {
+			if trace {
 				ph[1][i] = rs[1].Phases()
 			}
 		}
@@ -116,7 +121,7 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 			b.Fatal(err)
 		}
 		took[i] = time.Since(t0)
-		if PhaseTrace {
+		if trace {
 			ph[0][i] = rs[0].Phases()
 		}
 	}
@@ -127,7 +132,7 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[0].Nanoseconds())/1e3, "min-µs")
 	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1e3, "med-µs")
-	if PhaseTrace {
+	if trace {
 		slept := 10 * time.Microsecond // the shm receive's polling
 		if !block {
 			slept += lingerFor(n)

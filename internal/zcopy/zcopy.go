@@ -595,7 +595,11 @@ func (r *Registry) send(ctx context.Context, z *Path, p int, b []byte) error {
 	return z.T.Send(ctx, p, z.FP, b)
 }
 
-// recv receives rank p's record into r.all.
+// recv receives rank p's record into r.all. The rooted calls do not poll
+// first (linger): under load it made no difference to a Broadcast's
+// (BenchmarkSymmetric, 2026-11-24), whose non-root returns once it has
+// sent "done", so the ranks do not fall into step with each other's
+// wake-ups as the symmetric calls did.
 func (r *Registry) recv(ctx context.Context, z *Path, p int) error {
 	z.Msgs++
 	return z.T.Recv(ctx, p, z.FP, r.all[p*RecSize:(p+1)*RecSize])
