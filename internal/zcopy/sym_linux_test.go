@@ -95,7 +95,7 @@ func symmetric1(b *testing.B, coll sched.Coll, n int, plain, block bool) {
 		}
 	}
 	took := make([]time.Duration, b.N)
-	var ph [2][][phN]int64 // zcopyphase builds: each call's stamps, per rank
+	var ph [2][][phN]int64                         // zcopyphase builds: each call's stamps, per rank
 	trace := PhaseTrace && coll != sched.Broadcast // the rooted calls stamp no phases
 	if trace {
 		ph[0], ph[1] = make([][phN]int64, b.N), make([][phN]int64, b.N)
