@@ -738,7 +738,6 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	if !pr.recv.enter(ctx) {
 		return t.deadErr(ctx, pr)
 	}
-	defer pr.recv.exit()
 	c0 := pr.rl
 	c0.rmu.Lock()
 	pr.rentry = c0
@@ -748,8 +747,18 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		if pr.rl != c0 {
 			pr.rl.rmu.Unlock()
 		}
-		if pr.rkept != nil && pr.failure.Load() != nil {
-			pr.rkept = nil // no message comes to take them (see fail)
+		kept := pr.rkept != nil
+		pr.recv.exit()
+		if kept {
+			// No message comes to take them if the pair failed: fail
+			// drops them between receives, this after its receive
+			// (checked with no receive in progress, so a fail landing
+			// as this one ends is seen by one or the other).
+			pr.recv.ifIdle(func() {
+				if pr.failure.Load() != nil {
+					pr.rkept = nil
+				}
+			})
 		}
 	}()
 
