@@ -283,6 +283,13 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 	for _, c := range parts {
 		msgPaths |= 1 << c.path.idx
 	}
+	for pos, c := range pr.conns {
+		if pr.rpre&(1<<pos) != 0 {
+			// A stripe read before the header (lead.go) is
+			// repaired like the others if its path fails.
+			msgPaths |= 1 << c.path.idx
+		}
+	}
 	for {
 		if left == 0 && (err != nil || !watching || repairs == 0 && failed&^repaired == 0) {
 			// All in, or a failed stripe whose repair will not come.
@@ -346,6 +353,11 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 					if answered[c.pos>>6]&(1<<(c.pos&63)) == 0 {
 						pr.recv.poke(c.pos)
 						waitFor++
+					}
+				}
+				for pos, c := range pr.conns {
+					if pr.rpre&(1<<pos) != 0 && newly&(1<<c.path.idx) != 0 {
+						repairs++ // read already: nothing to stop
 					}
 				}
 				answered := 0

@@ -347,3 +347,82 @@ func TestPreReadLeadCame(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRepairOfPreRead: a message striped over three paths whose path-1
+// stripe rank 1 read before the header (preRead); the sender then
+// repairs path 1 on the lead (its acknowledgements were lost with the
+// path), while path 2's stripe is still due. Rank 1 takes the repair in
+// place of the stripe it read ahead and ends with the message whole.
+// (It refused the repair, a path "the message does not travel on", and
+// failed the pair.) Rank 0's frames are written by hand, in the order a
+// sender writes them in that case.
+func TestRepairOfPreRead(t *testing.T) {
+	trs, _ := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d", "127.0.0.3:%d")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runAll(t, trs, func(tr *Transport) error { return barrier2(ctx, tr, 1-tr.Rank()) })
+	pr0, pr1 := trs[0].peers[1], trs[1].peers[0]
+	if len(pr0.paths) != 3 {
+		t.Fatalf("%d paths, want 3", len(pr0.paths))
+	}
+	const seq, part = 5, stripeMin
+	const total = 3 * part
+	fp := fpFor(seq, total)
+	msg := make([]byte, total)
+	fill(msg, 0, seq)
+	out := func(i int) *conn { return pr0.sview[pr0.paths[i].conns[0].pos] }
+	in := func(i int) *conn { return pr1.rview[pr1.paths[i].conns[0].pos] }
+	lead, leadIn := pr0.sl, pr1.rl
+	write := func(c *conn, h wire.FrameHeader, b []byte) {
+		t.Helper()
+		if _, err := c.write(&h, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// until waits for cond, failing if rank 1's receive ends first.
+	done := make(chan error, 1)
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case err := <-done:
+				t.Fatalf("rank 1's receive ended before %s: %v", what, err)
+			default:
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("rank 1: no %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go func() {
+		p := make([]byte, total)
+		err := trs[1].Recv(ctx, 0, &fp, p)
+		if err == nil {
+			err = check(p, 0, seq)
+		}
+		done <- err
+	}()
+	until("wait for a header", pr1.rhdrWait.Load)
+	// Path 1's stripe first; rank 1 reads it ahead of the header, woken
+	// by its watch or as by it (rstripe, pokeLead).
+	read := in(1).path.received.Load()
+	write(out(1), wire.FrameHeader{Type: wire.FrameStripe, Fingerprint: fp, Offset: part, Len: part}, msg[part:2*part])
+	until("read ahead of the stripe on path 1", func() bool {
+		if in(1).path.received.Load() >= read+part {
+			return true
+		}
+		pr1.rstripe.Store(true)
+		pr1.recv.pokeLead()
+		return false
+	})
+	// The header and first stripe, then the repair of path 1, on the
+	// lead; path 2's stripe only once rank 1 has read the repair.
+	write(lead, wire.FrameHeader{Type: wire.FrameData, Fingerprint: fp, Paths: 1<<0 | 1<<1 | 1<<2, Len: part, Total: total}, msg[:part])
+	write(lead, wire.FrameHeader{Type: wire.FrameStripe, Fingerprint: fp, Paths: 1 << 1, Offset: part, Len: part}, msg[part:2*part])
+	until("read of the repair", func() bool { return queued(t, leadIn.nc) == 0 })
+	write(out(2), wire.FrameHeader{Type: wire.FrameStripe, Fingerprint: fp, Offset: 2 * part, Len: part}, msg[2*part:])
+	if err := <-done; err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+}
