@@ -235,6 +235,29 @@ func rankBound(t *testing.T, c *Comm) {
 	if err := AllReduce(context.Background(), c, v, v, Sum); err != nil || v[0] != int64(c.Size()) {
 		t.Fatalf("AllReduce: %v, %d", err, v[0])
 	}
+	// Bound one to a CPU, the hosts' first ranks (the leaders of the
+	// leader forms) run on different CPUs while there are CPUs enough: on
+	// one CPU their network-stack work would take turns.
+	if os.Getenv("HCOMM_TEST_BIND") == topo.BindCore && len(want) == 1 {
+		cpus := make([]int64, c.Size())
+		if err := AllGather(context.Background(), c, []int64{int64(want[0])}, cpus); err != nil {
+			t.Fatal(err)
+		}
+		if l, ok := c.path.Pl.Layout(); ok && len(l.Hosts) <= len(allowed) {
+			seen := map[int64]int{}
+			for _, rs := range l.Hosts {
+				if r, dup := seen[cpus[rs[0]]]; dup {
+					t.Errorf("leaders %d and %d both on CPU %d (layout %v, CPUs %v)", r, rs[0], cpus[rs[0]], l.Hosts, cpus)
+				}
+				seen[cpus[rs[0]]] = rs[0]
+			}
+		}
+	}
+	// GOMAXPROCS follows the binding (the launcher sets no GOMAXPROCS for
+	// ranks it starts through --rsh).
+	if os.Getenv("GOMAXPROCS") == "" && len(want) > 0 && runtime.GOMAXPROCS(0) > len(want) {
+		t.Errorf("rank %d bound to CPUs %s runs GOMAXPROCS %d", c.Rank(), topo.FormatCPUList(want), runtime.GOMAXPROCS(0))
+	}
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)

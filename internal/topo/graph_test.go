@@ -335,3 +335,50 @@ func TestExchange(t *testing.T) {
 		t.Fatalf("garbage card: %v", err)
 	}
 }
+
+// TestLeadersApart: hosts that share a kernel get first ranks (the leader
+// forms' leaders) bound to different CPUs when the ranks are bound; ranks
+// free to run anywhere, and hosts on kernels of their own, keep their
+// order.
+func TestLeadersApart(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		machines []string // per host
+		cpus     [][]int  // per rank
+		want     [][]int
+	}{
+		{"bound, one kernel", []string{"m", "m"}, [][]int{{0}, {1}, {0}, {1}}, [][]int{{0, 1}, {3, 2}}},
+		{"bound apart already", []string{"m", "m"}, [][]int{{0}, {1}, {1}, {0}}, [][]int{{0, 1}, {2, 3}}},
+		{"unbound, one kernel", []string{"m", "m"}, [][]int{{0, 1}, {0, 1}, {0, 1}, {0, 1}}, [][]int{{0, 1}, {2, 3}}},
+		{"bound, own kernels", []string{"m1", "m2"}, [][]int{{0}, {1}, {0}, {1}}, [][]int{{0, 1}, {2, 3}}},
+		{"masks unknown", []string{"m", "m"}, [][]int{nil, nil, nil, nil}, [][]int{{0, 1}, {2, 3}}},
+	} {
+		cards := cardsOn([]int{0, 0, 1, 1})
+		for r := range cards {
+			cards[r].Machine = tt.machines[r/2]
+			cards[r].CPUs = tt.cpus[r]
+			cards[r].NUMA = 0
+		}
+		topo, err := Build(cards, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := topo.HostRanks(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: HostRanks = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// Three hosts of three ranks on a 3-CPU kernel, bound by local rank:
+	// each host's first rank on its own CPU, rings kept cyclic.
+	cards := cardsOn([]int{0, 0, 0, 1, 1, 1, 2, 2, 2})
+	for r := range cards {
+		cards[r].Machine, cards[r].CPUs, cards[r].NUMA = "m", []int{r % 3}, 0
+		cards[r].Nodes = []Node{{0, []int{0, 1, 2}}}
+	}
+	topo, err := Build(cards, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := topo.HostRanks(), [][]int{{0, 1, 2}, {4, 5, 3}, {8, 6, 7}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("3 x 3 bound: HostRanks = %v, want %v", got, want)
+	}
+}

@@ -24,6 +24,15 @@
 #                two round trips at once (0-2, 1-3) with 4 ranks on the
 #                CPUs: the round trip under the crowding the 2 × 2 rows
 #                run in;
+#   rtt 2x2 bound  the default with --bind-to core (the hosts' first ranks,
+#                the leaders, on different CPUs: see "leaders" below);
+#   leaders apart|together  the default with each rank pinned by taskset
+#                (leaders 0 and 2 on different CPUs / on one CPU): on one
+#                2-CPU kernel the leaders' network-stack work takes turns
+#                when they share a CPU, which is the slow mode unbound
+#                jobs fall into when the kernel places them so; every 2 × 2
+#                row also times a ping-pong (pairs 0-2 and 1-3 at once) in
+#                the same job;
 #   pick ...     the planner against every forced AllReduce algorithm,
 #                8 B to 64 MiB on 2 × 2, consecutive (slot) and interleaved
 #                (node); the default should be within 10% of the best;
@@ -52,9 +61,22 @@ ns() {
 	xs=""
 	for kv in "$@"; do xs="$xs -x $kv"; done
 	ip netns exec tpi0 "$WORK/hcomm" run --hosts "$hosts" --map-by "$map" --rsh "$WORK/nsrsh" \
-		--store-addr 192.168.81.10:0 --timeout 5m $xs -- \
-		"$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "$label"
+		--store-addr 192.168.81.10:0 --timeout 5m --bind-to "$BIND" $xs -- \
+		$PIN "$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "$label"
 }
+PIN="" BIND=none
+# pin MODE: a wrapper that pins rank HCOMM_RANK of 2 × 2 (slot) by taskset.
+cat >"$WORK/pin" <<'PIN'
+#!/bin/sh
+mode=$1; shift
+r=$HCOMM_RANK
+case $mode in
+apart) c=$(( (r + r / 2) % 2 )) ;;
+together) c=$(( r % 2 )) ;;
+esac
+exec taskset -c "$c" "$@"
+PIN
+chmod +x "$WORK/pin"
 
 # local BIND SIZE: 2 ranks on this machine, bound by --bind-to BIND.
 local_() {
@@ -63,7 +85,15 @@ local_() {
 }
 
 for _ in $(seq "$ROUNDS"); do
-	ns tpi0:2,tpi1:2 slot "rtt 2x2 default" allreduce,barrier 8 8 2
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 default" allreduce,barrier,pingpong 8 8 2
+	BIND=core
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 bound" allreduce,barrier,pingpong 8 8 2
+	BIND=none
+	for mode in apart together; do
+		PIN="$WORK/pin $mode"
+		ns tpi0:2,tpi1:2 slot "rtt 2x2 leaders $mode" allreduce,barrier,pingpong 8 8 2
+	done
+	PIN=""
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 leader" allreduce,barrier 8 8 2 HCOMM_ALGO=allreduce=leader,barrier=hier
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 rail" allreduce,barrier,pingpong 8 8 2 HCOMM_ALGO=rail
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 off" allreduce,barrier 8 8 2 HCOMM_TOPOLOGY=off
