@@ -5,6 +5,7 @@
 #
 #   scripts/bench/topology-idle.sh [ROUNDS] > idle.csv
 #   python3 scripts/bench/topology-summary.py idle.csv
+#   python3 scripts/bench/topology-summary.py --rtt idle.csv   # per-job ratios to the round trip
 #
 # Every setting is run once per round, alternated, so the medians compare
 # settings measured side by side. Rows (the "impl" column says which):

@@ -9,7 +9,14 @@ over the rounds.
 per-round ratio PEER time / hcomm time (the settings alternate in every
 round, so round k of one is paired with round k of the other); a ratio
 below 1.0 (hcomm slower) is marked "behind", and a count of those closes
-each placement's table."""
+each placement's table.
+
+--rtt [--ref=LABEL] (topology-idle.sh's rtt rows): per label, every job's 8-byte
+AllReduce and Barrier time over the ping-pong round trip of the same job
+(the 2 × 2 rows time one, pairs 0-2 and 1-3 at once) and over the
+ping-pong of job LABEL (default "rtt 1x1 exchange", 2 ranks, one per
+namespace) of the same round; medians and every job's times, so a
+bimodal label shows as two groups."""
 import collections
 import csv
 import statistics
@@ -59,8 +66,52 @@ def versus(rows, peer):
         print(f"# {behind} point(s) behind {peer} ({place})\n")
 
 
+def jobs(paths):
+    """Consecutive rows with one label are one job: [(label, {op: usec})]."""
+    out = []
+    for path in paths or ["/dev/stdin"]:
+        with open(path) as f:
+            for r in csv.reader(f):
+                if len(r) < 7 or r[0] == "impl":
+                    continue
+                try:
+                    us = float(r[4])
+                except ValueError:
+                    continue
+                label = r[0].strip()
+                if not out or out[-1][0] != label or r[1] in out[-1][1]:
+                    out.append((label, {}))
+                out[-1][1][r[1]] = us
+    return out
+
+
+def rtt(paths, ref):
+    by = collections.defaultdict(list)
+    for label, ops in jobs(paths):
+        by[label].append(ops)
+    refs = [j.get("pingpong") for j in by.get(ref, [])]
+    print(f"# per job: op time / ping-pong of the same job (own) and of {ref!r} in the same round (ref)")
+    for label, js in sorted(by.items()):
+        if not label.startswith("rtt"):
+            continue
+        for op in ("allreduce", "barrier"):
+            t = [j[op] for j in js if op in j]
+            if not t:
+                continue
+            own = [j[op] / j["pingpong"] for j in js if op in j and j.get("pingpong")]
+            rr = [j[op] / refs[k] for k, j in enumerate(js) if op in j and k < len(refs) and refs[k]]
+            med = lambda v: f"{statistics.median(v):5.2f}" if v else "    -"
+            print(f"{label:28} {op:10} median {statistics.median(t):7.1f} us  own {med(own)}  ref {med(rr)}  "
+                  f"jobs: {' '.join(f'{x:.1f}' for x in t)}")
+
+
 def main(argv):
-    if len(argv) >= 2 and argv[0] == "--vs":
+    if argv and argv[0] == "--rtt":
+        ref, rest = "rtt 1x1 exchange", argv[1:]
+        if rest and rest[0].startswith("--ref="):
+            ref, rest = rest[0][len("--ref="):], rest[1:]
+        rtt(rest, ref)
+    elif len(argv) >= 2 and argv[0] == "--vs":
         versus(read(argv[2:]), argv[1])
     else:
         plain(read(argv))
