@@ -28,12 +28,15 @@
 #   rtt 2x2 bound  the default with --bind-to core (the hosts' first ranks,
 #                the leaders, on different CPUs: see "leaders" below);
 #   leaders apart|together  the default with each rank pinned by taskset
-#                (leaders 0 and 2 on different CPUs / on one CPU): on one
-#                2-CPU kernel the leaders' network-stack work takes turns
-#                when they share a CPU, which is the slow mode unbound
-#                jobs fall into when the kernel places them so; every 2 × 2
-#                row also times a ping-pong (pairs 0-2 and 1-3 at once) in
-#                the same job;
+#                (0,3 | 1,2 or 0,2 | 1,3 on the two CPUs): on one 2-CPU
+#                kernel two hosts' leaders on one CPU do their network-stack
+#                work by turns, the slow mode unbound jobs fall into when
+#                the kernel places them so. Seeing the masks bound, hcomm
+#                takes host tpi1's leader on the CPU host tpi0's leader
+#                does not use (rank 3 instead of 2 under "together"), so
+#                both rows should be the fast mode ("together" was the
+#                33–35 µs mode before that); every 2 × 2 row also times a
+#                ping-pong (pairs 0-2 and 1-3 at once) in the same job;
 #   pick ...     the planner against every forced AllReduce algorithm,
 #                8 B to 64 MiB on 2 × 2, consecutive (slot) and interleaved
 #                (node); the default should be within 10% of the best;
