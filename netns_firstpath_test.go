@@ -22,6 +22,14 @@ func TestMultiPathFirstDown(t *testing.T) {
 	firstDown(t, false)
 }
 
+// TestMultiPathFirstDownSockets is TestMultiPathFirstDown with two sockets
+// per path (HCOMM_NSOCKS=2): the first path's second socket carries
+// stripes of the large AllReduces, which the move of the lead stream sends
+// again on the new lead.
+func TestMultiPathFirstDownSockets(t *testing.T) {
+	firstDown(t, false, "-x", "HCOMM_NSOCKS=2")
+}
+
 // TestMultiPathFirstDownOneWay is TestMultiPathFirstDown with one-way
 // traffic before each AllReduce: rank 0 broadcasts a small message then a
 // large one while rank 1 only receives. What rank 0 sends once the link is
@@ -34,14 +42,13 @@ func TestMultiPathFirstDownOneWay(t *testing.T) {
 }
 
 // firstDown runs TestMultiPathFirstDown, with the Broadcasts if oneway.
-func firstDown(t *testing.T, oneway bool) {
+func firstDown(t *testing.T, oneway bool, extra ...string) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child")
 	}
-	var extra []string
 	if oneway {
 		// INFO: the line saying a stripe was read ahead.
-		extra = []string{"-x", "HCOMM_TEST_ONEWAY=1", "-x", "HCOMM_DEBUG=INFO"}
+		extra = append(extra, "-x", "HCOMM_TEST_ONEWAY=1", "-x", "HCOMM_DEBUG=INFO")
 	}
 	cl, mark, flags := markedTwoHostJob(t, extra...)
 	done := make(chan error, 1)

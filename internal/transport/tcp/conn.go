@@ -148,6 +148,14 @@ func (c *conn) inReplay() bool {
 	return c.prevLeft > 0 || c.skip > 0 || c.replayLeft > 0
 }
 
+// replayAhead reports whether the next bytes read from c come from the old
+// lead stream or the replay of a move (lead.go), not from c's own stream:
+// a header read then was written while an older lead led. (Bytes still to
+// skip are not read: they were had already.)
+func (c *conn) replayAhead() bool {
+	return c.prevLeft > 0 || c.replayLeft > 0
+}
+
 func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)

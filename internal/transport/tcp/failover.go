@@ -43,9 +43,12 @@ import (
 //
 // A stripe whose connection failed on the receiving side waits for its
 // repair; if the next message comes first, the pair fails as before. Conn
-// 0's own path is retired only by moving the lead stream off it (lead.go,
-// pairs of one socket per path); elsewhere, if it stops, the pair stalls
-// until it comes back or DeadAfter fails the pair. A retired path is
+// 0's own path is retired only by moving the lead stream off it (lead.go):
+// a stripe on that path's other sockets that stops moves the lead first
+// (stopPath), and goes again as a repair on the new lead, where the
+// receiver, having joined the moved lead, watches for it. Where the lead
+// cannot move, the pair stalls until the path comes back or DeadAfter
+// fails the pair. A retired path is
 // dialed again and comes back into use (redial.go). "Conn 0" below is the
 // lead stream of the direction, where a move put it.
 
@@ -87,7 +90,7 @@ func (pr *peer) setupFailover() {
 // open) and no acknowledgement for StallAfter since the send started
 // retires its path. It returns the paths it retired, and whether some stripe is still
 // not acknowledged; stripes found acknowledged move to stripeAcked.
-func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired uint16, pending bool) {
+func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired uint16, pending bool, err error) {
 	now := time.Now()
 	for pos, st := range pr.sstate {
 		if st != which {
@@ -110,13 +113,37 @@ func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired 
 			last = since
 		}
 		if stalled := now.Sub(last); blocked && stalled >= pr.t.stallAfter {
-			retired |= bit
-			pr.retire(c.path, fmt.Sprintf("no acknowledgement for %v", stalled.Round(time.Millisecond)), nil)
-			continue
+			switch err = pr.stopPath(c.path, fmt.Sprintf("no acknowledgement for %v", stalled.Round(time.Millisecond)), nil); err {
+			case nil:
+				retired |= bit
+				continue
+			case errNoMove:
+				// The lead's own path, and the lead cannot move:
+				// the pair waits for the path, or for DeadAfter.
+				err = nil
+			default:
+				return retired, pending, err
+			}
 		}
 		pending = true
 	}
-	return retired, pending
+	return retired, pending, nil
+}
+
+// stopPath takes path p out of use for sending, as retire does; when p
+// carries the send lead (a stripe on the lead's path's other sockets
+// stopped), the lead moves off it first (lead.go), and errNoMove says it
+// could not: p is then left in use. The caller holds smu if the pair
+// moves its lead.
+func (pr *peer) stopPath(p *path, why string, cause error) error {
+	if pr.leadOK && p == pr.sl.path {
+		if cause != nil {
+			why += ": " + cause.Error()
+		}
+		return pr.moveLead("a stripe on the lead's path: " + why)
+	}
+	pr.retire(p, why, cause)
+	return nil
 }
 
 // awaitAcks waits until every stripe of the current send written on a path
@@ -126,8 +153,11 @@ func (pr *peer) awaitAcks(ctx context.Context, since time.Time, retired uint16) 
 	backoff := 20 * time.Microsecond
 	var newly uint16
 	for {
-		r, pending := pr.checkStalls(since, stripeWritten, retired|newly)
+		r, pending, err := pr.checkStalls(since, stripeWritten, retired|newly)
 		newly |= r
+		if err != nil {
+			return newly, err
+		}
 		if !pending {
 			return newly, nil
 		}
@@ -243,7 +273,7 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 	var moved int64
 	var failed, repaired uint16 // paths whose stripe failed here; paths repaired
 	var failure error
-	inlineDue := false
+	inlineDue, inlineRead := false, false
 	left := len(parts)
 	watching := watch && err == nil
 	// The connections whose worker has answered: a repair must not wait
@@ -264,7 +294,7 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 			// Interrupted for its repair.
 		case r.err == errLeadMoved:
 			// Its stripe comes on the lead stream (lead.go).
-			inlineDue = true
+			inlineDue = !inlineRead
 		case r.err == nil:
 			pr.rext = append(pr.rext, extent{off: r.off, len: r.len, pos: r.pos, ok: true})
 		case watch && connFailed(r.err) && t.callErr(ctx, pr, r.err) == nil:
@@ -392,6 +422,20 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 		case repairs > 0:
 			err, watching = fmt.Errorf("rank %d sent a %s frame where %d more repairs were due: %w", pr.rank, h2.Type, repairs, errProtocol), false
 			pr.recv.interrupt()
+		case h2.Type == wire.FrameStripe && h2.Paths == 0 && !inlineRead && h2.Fingerprint == h.Fingerprint && hasPart(parts, c0.pos):
+			// The stripe of the connection the lead moved onto, on
+			// the lead stream after the first stripe (lead.go):
+			// repairs may follow it, for the stripes of the path the
+			// lead left when that path had other sockets.
+			c0.unread(&h2)
+			m, rerr := pr.inlineStripe(ctx, h, buf)
+			moved += m
+			if rerr != nil {
+				err, watching = rerr, false
+				pr.recv.interrupt()
+				break
+			}
+			inlineRead, inlineDue = true, false
 		default:
 			// The next frame: the sender is done with this message.
 			c0.unread(&h2)
@@ -410,6 +454,16 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 		return moved, failure
 	}
 	return moved, pr.checkCover(h, repaired)
+}
+
+// hasPart reports whether one of parts is at position pos.
+func hasPart(parts []*conn, pos int) bool {
+	for _, c := range parts {
+		if c.pos == pos {
+			return true
+		}
+	}
+	return false
 }
 
 // connFailed reports whether err, met by a stripe's worker, is its

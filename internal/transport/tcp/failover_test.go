@@ -53,14 +53,21 @@ func TestFailoverRepair(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		keep int // payload bytes of the cut stripes that still go out
-	}{{"part", 1000}, {"none", 0}, {"all", 1 << 30}} {
+		path int // the path cut
+	}{{"part", 1000, 1}, {"none", 0, 1}, {"all", 1 << 30, 1},
+		// The lead's own path, on its second socket: the lead
+		// moves to path 1, and the stripe goes again there.
+		{"lead path", 1000, 0}} {
 		for _, nsocks := range []int{1, 2} {
+			if tc.path == 0 && nsocks == 1 {
+				continue // (no stripe travels on the lead's path)
+			}
 			t.Run(fmt.Sprintf("%s/nsocks=%d", tc.name, nsocks), func(t *testing.T) {
 				trs, logs := multiPathWorld(t, 2, nsocks, "127.0.0.1:%d", "127.0.0.2:%d")
 				const cutSeq = 4 // a 4 MiB message
 				var cuts atomic.Int32
 				trs[0].testSend = func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error) {
-					if c.path.idx == 1 && fp.Seq == cutSeq {
+					if c.path.idx == tc.path && fp.Seq == cutSeq {
 						cuts.Add(1)
 						return c.writeCut(&fp, off, part, tc.keep)
 					}
@@ -106,7 +113,10 @@ func TestFailoverRepair(t *testing.T) {
 				if cuts.Load() == 0 {
 					t.Fatal("no stripe was cut")
 				}
-				checkReturns(t, trs, logs)
+				if tc.path == 0 && !strings.Contains(logs.String(), "the lead stream moves to another path") {
+					t.Errorf("the lead did not move off the path of the cut stripe:\n%s", logs)
+				}
+				checkReturns(t, trs, logs, tc.path)
 			})
 		}
 	}
@@ -228,7 +238,7 @@ func TestFailoverRepairAfterAnswer(t *testing.T) {
 			default:
 				t.Fatal("the receive never took a failed stripe's answer")
 			}
-			checkReturns(t, trs, logs)
+			checkReturns(t, trs, logs, 1)
 		})
 	}
 }
@@ -287,7 +297,7 @@ func TestFailoverReset(t *testing.T) {
 	if err := check(in, 0, cutSeq); err != nil {
 		t.Fatal(err)
 	}
-	checkReturns(t, trs, logs)
+	checkReturns(t, trs, logs, 1)
 }
 
 // sendOne sends a message of n bytes numbered seq from rank from to the
@@ -311,20 +321,20 @@ func sendOne(ctx context.Context, t *testing.T, trs []*Transport, from, seq, n i
 // checkReturns checks that path 1 was retired (the WARN) and that, dialed
 // again, it comes back into use both ways, while messages of every size
 // class keep arriving whole; path 0 is never retired.
-func checkReturns(t *testing.T, trs []*Transport, logs *syncBuffer) {
+func checkReturns(t *testing.T, trs []*Transport, logs *syncBuffer, path int) {
 	t.Helper()
 	if !strings.Contains(logs.String(), "path stopped") {
 		t.Errorf("no log line for the stopped path:\n%s", logs.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Per rank, path 1's bytes sent when its sends moved to a new
+	// Per rank, the path's bytes sent when its sends moved to a new
 	// generation; done once both sent more on it afterwards.
 	var base [2]uint64
 	var moved [2]bool
 	for i := 0; ; i++ {
 		if ctx.Err() != nil {
-			t.Fatalf("path 1 did not come back into use both ways:\n%v\n%v\n%s", trs[0].Paths(), trs[1].Paths(), logs.String())
+			t.Fatalf("path %d did not come back into use both ways:\n%v\n%v\n%s", path, trs[0].Paths(), trs[1].Paths(), logs.String())
 		}
 		for from := range 2 {
 			sendOne(ctx, t, trs, from, 1000+2*i+from, []int{8, stripeMin, 2 << 20}[i%3])
@@ -333,9 +343,9 @@ func checkReturns(t *testing.T, trs []*Transport, logs *syncBuffer) {
 		for r, tr := range trs {
 			for _, s := range tr.Paths() {
 				switch {
-				case s.Path == 0 && (s.Retired || s.Gen != 0):
+				case s.Path == 1-path && (s.Retired || s.Gen != 0):
 					t.Fatalf("rank %d: %v", r, s)
-				case s.Path != 1 || s.Retired || s.Gen == 0:
+				case s.Path != path || s.Retired || s.Gen == 0:
 				case !moved[r]:
 					moved[r], base[r] = true, s.Sent
 				case s.Sent > base[r]:

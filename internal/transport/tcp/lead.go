@@ -20,8 +20,11 @@ import (
 // small messages and the first stripe of its large ones (connection 0, the
 // first path's, at first). A stripe path that stops is repaired over the
 // lead (failover.go); when the lead's own path stops, the lead moves, on
-// pairs with several paths of one connection each whose kernel tells
-// acknowledgements (Linux):
+// pairs with several paths whose kernel tells acknowledgements (Linux),
+// with any number of sockets a path (up to 16 connections a pair). With
+// several, the stripes on the lead path's other sockets are followed like
+// the other paths' (failover.go): one that stops moves the lead, and then
+// goes again as a repair on the new lead.
 //
 //   - The sender keeps a copy of the small frames it wrote on the lead that
 //     may be unacknowledged (replay.go), and a striped Send waits for the
@@ -83,7 +86,8 @@ var errNoMove = errors.New("tcp: no other path to move the lead stream to")
 // setupLead prepares the lead streams of pr once its connections are up.
 func (pr *peer) setupLead() {
 	pr.sl, pr.rl = pr.conns[0], pr.conns[0]
-	if !pr.failover || pr.t.nsocks != 1 {
+	if !pr.failover || len(pr.conns) > 16 {
+		// (The receive keeps connections in 16-bit sets: rpre, keptOn.)
 		return
 	}
 	for _, c := range pr.conns {
@@ -935,7 +939,7 @@ func (pr *peer) leadFailed(ctx context.Context, err error) error {
 // from the old stream or the replay). poll asks for a polled read.
 func (pr *peer) leadHeader(ctx context.Context, poll bool, fp *wire.Fingerprint, p []byte) (h wire.FrameHeader, n int, early bool, err error) {
 	c := pr.rl
-	early = c.inReplay()
+	early = c.replayAhead()
 	pr.rhdrWait.Store(pr.leadOK)
 	defer pr.rhdrWait.Store(false)
 	for {
@@ -966,7 +970,7 @@ func (pr *peer) leadHeader(ctx context.Context, poll bool, fp *wire.Fingerprint,
 		}
 		if pr.rl != c {
 			c = pr.rl
-			early = early || n > 0 || c.rhn > 0 || c.peeked || c.inReplay()
+			early = early || n > 0 || c.rhn > 0 || c.peeked || c.replayAhead()
 		}
 	}
 }

@@ -611,7 +611,9 @@ dispatch:
 		n := pr.cut[w.pos]
 		select {
 		case w.jobs <- job{c: pr.sview[w.pos], fp: *fp, total: total, off: off, buf: p[off : off+n]}:
-			if failover && c.path != c0.path {
+			if failover && (c.path != c0.path || pr.leadOK) {
+				// (On the lead's path, its other sockets' stripes:
+				// their path stopping moves the lead, lead.go.)
 				pr.sstate[w.pos] = stripeWriting
 			}
 			pr.soff[w.pos] = off
@@ -643,8 +645,12 @@ dispatch:
 			case r = <-pr.sdone:
 				pr.stimer.Stop()
 			case <-pr.stimer.C:
-				r, _ := pr.checkStalls(now, stripeWriting, retired)
+				r, _, serr := pr.checkStalls(now, stripeWriting, retired)
 				retired |= r
+				if serr != nil {
+					err = serr
+					pr.send.interrupt()
+				}
 				continue
 			}
 		} else {
@@ -661,8 +667,16 @@ dispatch:
 			// The path failed under this stripe, or was retired
 			// for stalling: the stripe goes again on conn 0.
 			if retired&(1<<i) == 0 {
+				if serr := pr.stopPath(c.path, "its connection failed", r.err); serr != nil {
+					// The lead's path, and the lead did not move.
+					err = r.err
+					if serr != errNoMove {
+						err = serr
+					}
+					pr.send.interrupt()
+					continue
+				}
 				retired |= 1 << i
-				pr.retire(c.path, "its connection failed", r.err)
 			}
 			pr.sstate[r.pos] = stripeWritten
 			continue
