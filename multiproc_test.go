@@ -97,6 +97,8 @@ func TestRankProcess(t *testing.T) {
 		rankPathsFail(t, c)
 	case "pathsfirst":
 		rankPathsFirst(t, c)
+	case "pathsthree":
+		rankPathsThree(t, c)
 	case "pathsdead":
 		rankPathsDead(t, c)
 	case "pathsidle":

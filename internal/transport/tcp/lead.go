@@ -286,6 +286,7 @@ const (
 // ahead of a lead frame (see the top of this file).
 type keptStripe struct {
 	pos  int
+	c    *conn // the connection (of its generation, redial.go) it came on
 	h    wire.FrameHeader
 	data []byte
 }
@@ -400,7 +401,7 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 		}
 		c.path.received.Add(h.Len)
 		if !mine {
-			pr.rkept = append(pr.rkept, keptStripe{pos: c.pos, h: h, data: part})
+			pr.rkept = append(pr.rkept, keptStripe{pos: c.pos, c: c, h: h, data: part})
 			pr.t.log.Info("tcp: read a stripe of a later message ahead of the lead stream",
 				"peer", pr.rank, "path", c.path.idx, "fingerprint", h.Fingerprint.String(), "bytes", h.Len)
 			return false
@@ -452,7 +453,12 @@ func (pr *peer) keptOn() uint16 {
 // the stripes of the message whose header h the receive read, as stripes
 // read before their header (pr.rpre). A kept stripe is of the first
 // striped message after it that uses its connection: it must name h's
-// fingerprint and lie within it. The caller holds the receive gate.
+// fingerprint and lie within it, and have come on the generation of its
+// connection that the receive still uses (a rejoin frame, redial.go, moves
+// a path's receives to a new generation only after the messages written
+// on the old one, so a stripe kept from the old one whose message did not
+// come before it is the peer breaking the protocol). The caller holds the
+// receive gate.
 func (pr *peer) useKept(h *wire.FrameHeader, parts []*conn, buf []byte) error {
 	var on uint16
 	for _, c := range parts {
@@ -464,6 +470,10 @@ func (pr *peer) useKept(h *wire.FrameHeader, parts []*conn, buf []byte) error {
 			pr.rkept[k] = s
 			k++
 			continue
+		}
+		if s.c != pr.rview[s.pos] {
+			return fmt.Errorf("rank %d sent a stripe of %v ahead of a lead frame on path %d before moving the path to a new generation, and no message took it: %w",
+				pr.rank, s.h.Fingerprint, s.c.path.idx, errProtocol)
 		}
 		if s.h.Fingerprint != h.Fingerprint || s.h.Offset > h.Total || s.h.Len > h.Total-s.h.Offset || pr.rpre&(1<<s.pos) != 0 {
 			return fmt.Errorf("rank %d sent a stripe of %v (%d bytes at %d) ahead of a lead frame; the message there is %v of %d bytes: %w",

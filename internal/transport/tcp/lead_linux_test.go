@@ -257,6 +257,17 @@ func TestPreReadKeep(t *testing.T) {
 	if pr1.rpre != 0 || len(pr1.rkept) != 1 || !bytes.Equal(pr1.rkept[0].data, stripe) {
 		t.Fatalf("the stripe was not kept for a later message (read before: %#x, kept %d)", pr1.rpre, len(pr1.rkept))
 	}
+	// Its path moved to a new generation (redial.go) before a message
+	// took it: the next header naming the connection does not take it.
+	pos := pr1.rkept[0].pos
+	cur := pr1.rview[pos]
+	pr1.rview[pos] = &conn{pos: pos, idx: cur.idx, path: cur.path}
+	h := wire.FrameHeader{Type: wire.FrameData, Fingerprint: fp, Total: stripeMin, Len: stripeMin - uint64(len(stripe)), Paths: 1 << cur.path.idx}
+	err := pr1.useKept(&h, []*conn{pr1.rview[pos]}, make([]byte, stripeMin))
+	pr1.rview[pos] = cur
+	if !errors.Is(err, errProtocol) || pr1.rpre != 0 {
+		t.Fatalf("a stripe kept from a generation left was taken: %v (read before: %#x)", err, pr1.rpre)
+	}
 
 	// A stripe header claiming more than a pair keeps: left in place,
 	// nothing allocated for it.
