@@ -15,7 +15,9 @@ import (
 // (eth0, eth1, eth2 = paths 0, 1, 2) of host 1 taken down or brought up.
 // The lead streams start on path 0, move to path 1, then (a second move)
 // to path 2; paths 0 and 1 rejoin; then path 2 goes down and the leads
-// move onto a path that rejoined (path 0).
+// move onto a path that rejoined (path 0); then the links of the lead's
+// path and of the last path go down together, and the leads move to path
+// 1 while the stripes of path 2 go again on them.
 var threePathSteps = []struct {
 	up    bool
 	paths []int
@@ -25,6 +27,8 @@ var threePathSteps = []struct {
 	{true, []int{0, 1}},
 	{false, []int{2}},
 	{true, []int{2}},
+	{false, []int{0, 2}},
+	{true, []int{0, 2}},
 }
 
 // TestMultiPathSecondMove: 2 hosts × 1 rank over three links (the store on

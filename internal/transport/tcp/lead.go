@@ -72,9 +72,14 @@ import (
 //     found the path stopped.
 //
 // With every path stopped nothing moves: the pair waits for a path or for
-// DeadAfter, which fails it as before. A lead that stops again before its
-// replay was acknowledged, or during a Send that also repaired a stripe on
-// it, is not moved either: those cases wait for DeadAfter too.
+// DeadAfter, which fails it as before. A Send's frames on the lead too
+// large for the copy (its first stripe, then repairs) are kept by
+// reference until acknowledged (peer.seg, peer.segx), so a lead that stops
+// during a Send that repaired a stripe on it moves too. A lead that stops
+// again before the lead frame of its last move was acknowledged is not
+// moved (the frame is in no copy): that case waits for DeadAfter. The
+// move picks a path that does not look stopped as well, so that links
+// going down together rarely get there.
 
 // errLeadMoved is a receive worker's answer when it found the lead frame
 // of a move where it expected a stripe.
@@ -97,6 +102,7 @@ func (pr *peer) setupLead() {
 	}
 	pr.leadOK = true
 	pr.llog = newLeadLog(leadLogSize)
+	pr.segx = make([]leadSeg, 0, len(pr.conns)+1)
 	pr.t.spawn(pr.watchLead)
 }
 
@@ -602,7 +608,7 @@ func (pr *peer) awaitLead(ctx context.Context) error {
 		if a < pr.sl.wroteAt() {
 			return false
 		}
-		pr.seg = leadSeg{}
+		pr.dropSegs()
 		pr.llog.reset(a)
 		return true
 	})
@@ -616,13 +622,25 @@ func (c *conn) wroteAt() uint64 {
 
 // leadSeg is a frame of the current Send written on the send lead without
 // a copy (too large for the ring): its header and payload, from stream
-// offset at.
+// offset at. The first is peer.seg; those after it in the same Send
+// (repairs, failover.go) are peer.segx, each right after the one before on
+// the stream.
 type leadSeg struct {
 	on    bool
-	extra bool // another large frame followed on the lead: no move
+	extra bool // something else went between the Send's frames on the lead: no move
 	at    uint64
 	hdr   [wire.FrameHeaderSize]byte
 	part  []byte
+}
+
+// end returns the stream offset after s.
+func (s *leadSeg) end() uint64 { return s.at + uint64(len(s.hdr)+len(s.part)) }
+
+// dropSegs forgets the Send's frames on the lead. The caller holds smu.
+func (pr *peer) dropSegs() {
+	pr.seg = leadSeg{}
+	clear(pr.segx) // (the caller's buffers)
+	pr.segx = pr.segx[:0]
 }
 
 // moveLead moves the send lead to another path, sending again what the
@@ -646,7 +664,10 @@ func (pr *peer) moveLead(why string) error {
 	if acked < end || !pr.seg.on {
 		a, b, err := pr.llog.from(min(acked, end))
 		if err != nil {
-			t.log.Warn("tcp: first path stopped; the lead stream cannot move", "peer", pr.rank, "path", old.path.idx, "err", err)
+			if !pr.noMoveLogged {
+				pr.noMoveLogged = true // once per lead
+				t.log.Warn("tcp: first path stopped; the lead stream cannot move", "peer", pr.rank, "path", old.path.idx, "err", err)
+			}
 			return errNoMove
 		}
 		bufs = append(bufs, a, b)
@@ -655,19 +676,25 @@ func (pr *peer) moveLead(why string) error {
 		if pr.seg.at != end || pr.seg.extra {
 			return errNoMove
 		}
-		frame := [2][]byte{pr.seg.hdr[:], pr.seg.part}
-		at := pr.seg.at
-		for _, b := range frame {
-			if acked >= at+uint64(len(b)) {
+		for i := -1; i < len(pr.segx); i++ {
+			s := &pr.seg
+			if i >= 0 {
+				s = &pr.segx[i]
+			}
+			frame := [2][]byte{s.hdr[:], s.part}
+			at := s.at
+			for _, b := range frame {
+				if acked >= at+uint64(len(b)) {
+					at += uint64(len(b))
+					continue
+				}
+				from := uint64(0)
+				if acked > at {
+					from = acked - at
+				}
+				bufs = append(bufs, b[from:])
 				at += uint64(len(b))
-				continue
 			}
-			from := uint64(0)
-			if acked > at {
-				from = acked - at
-			}
-			bufs = append(bufs, b[from:])
-			at += uint64(len(b))
 		}
 	}
 	var n uint64
@@ -676,12 +703,26 @@ func (pr *peer) moveLead(why string) error {
 	}
 	var next *conn
 	for {
+		// The first path in use whose first connection does not
+		// look stopped too (links that go down together), else the
+		// first in use.
 		next = nil
+		var first *conn
 		for _, p := range pr.paths {
-			if p != old.path && !p.retired.Load() {
-				next = pr.sview[p.conns[0].pos]
+			if p == old.path || p.retired.Load() {
+				continue
+			}
+			c := pr.sview[p.conns[0].pos]
+			if first == nil {
+				first = c
+			}
+			if unacked, blocked, ackAge, ok := sendState(c); !ok || !unacked || !blocked || ackAge < t.stallAfter/2 {
+				next = c
 				break
 			}
+		}
+		if next == nil {
+			next = first
 		}
 		if next == nil {
 			return errNoMove
@@ -720,7 +761,8 @@ func (pr *peer) moveLead(why string) error {
 	pr.sl = next
 	pr.mu.Unlock()
 	pr.send.setLead(next)
-	pr.seg = leadSeg{}
+	pr.dropSegs()
+	pr.noMoveLogged = false
 	pr.llog.reset(next.wroteAt())
 	pr.sstalled.Store(false)
 	pr.redial(old.path, used)
@@ -883,9 +925,20 @@ func (pr *peer) leadWrite(ctx context.Context, h *wire.FrameHeader, part []byte)
 		pr.seg = leadSeg{on: true, at: pr.llog.end, part: part}
 		c.seghdr = &pr.seg.hdr
 	} else {
-		// A second large frame in one Send (a repair): the lead can
-		// no longer move within this Send.
-		pr.seg.extra = true
+		// Another frame in the Send (a repair): kept as well, so that
+		// the lead can still move, if it follows the one before on the
+		// stream.
+		last := &pr.seg
+		if k := len(pr.segx); k > 0 {
+			last = &pr.segx[k-1]
+		}
+		at := last.end()
+		if c.wroteAt() != at || len(pr.segx) == cap(pr.segx) {
+			pr.seg.extra = true
+		} else {
+			pr.segx = append(pr.segx, leadSeg{on: true, at: at, part: part})
+			c.seghdr = &pr.segx[len(pr.segx)-1].hdr
+		}
 	}
 	var n int64
 	var err error
