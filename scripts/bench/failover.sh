@@ -33,7 +33,8 @@
 #           rate: the seconds the failover cost (does not depend on FOR)
 #   paths   rank 0's paths at the end (the first one retired)
 # and at the end the medians over repetitions, with after/one-link and
-# window/one-link. Needs root, iproute2, tc and go (to build failstream,
+# window/one-link. XENV adds settings to every job (space-separated
+# VAR=value, e.g. XENV=HCOMM_NSOCKS=2: several sockets a path). Needs root, iproute2, tc and go (to build failstream,
 # unless FAILSTREAM names a binary).
 set -euo pipefail
 HCOMM=${HCOMM:-hcomm}
@@ -44,6 +45,7 @@ BYTES=${BYTES:-32M}
 FOR=${FOR:-20s}
 DOWN_AFTER=${DOWN_AFTER:-6s}
 RATE=${RATE:-1gbit}
+XENV=${XENV:-}
 DIR=${DIR:-$(mktemp -d /tmp/failover.XXXXXX)}
 mkdir -p $DIR
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,7 +66,7 @@ for rep in $(seq $REPS); do
     rates $RATE $RATE
     base=$DIR/$op-$rep
     rm -f $base.mark
-    stream $base.failover $base.mark HCOMM_SOCKET_IFNAME==eth0,eth1 &
+    stream $base.failover $base.mark HCOMM_SOCKET_IFNAME==eth0,eth1 $XENV &
     job=$!
     while [ ! -e $base.mark ] && kill -0 $job 2>/dev/null; do sleep 0.05; done
     if [ -e $base.mark ]; then
@@ -72,7 +74,7 @@ for rep in $(seq $REPS); do
       ip -n ${P}1 link set eth0 down
     fi
     wait $job
-    stream $base.one-link $base.mark1 HCOMM_SOCKET_IFNAME==eth1
+    stream $base.one-link $base.mark1 HCOMM_SOCKET_IFNAME==eth1 $XENV
   done
 done
 ip -n ${P}1 link set eth0 up
