@@ -17,7 +17,9 @@ import (
 // to path 2; paths 0 and 1 rejoin; then path 2 goes down and the leads
 // move onto a path that rejoined (path 0); then the links of the lead's
 // path and of the last path go down together, and the leads move to path
-// 1 while the stripes of path 2 go again on them.
+// 1 while the stripes of path 2 go again on them. (Not here: the lead's
+// link and that of the path it would move to going down together, when
+// nothing shows the second stopped yet; see lead.go.)
 var threePathSteps = []struct {
 	up    bool
 	paths []int

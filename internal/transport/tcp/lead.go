@@ -77,9 +77,12 @@ import (
 // reference until acknowledged (peer.seg, peer.segx), so a lead that stops
 // during a Send that repaired a stripe on it moves too. A lead that stops
 // again before the lead frame of its last move was acknowledged is not
-// moved (the frame is in no copy): that case waits for DeadAfter. The
-// move picks a path that does not look stopped as well, so that links
-// going down together rarely get there.
+// moved (the frame is in no copy): that case waits for DeadAfter, and
+// fails the pair with ErrPeerLost. The move picks the path the peer moved
+// its own lead onto, if it did, then a path that does not look stopped as
+// well (data unacknowledged for half of StallAfter), so that links going
+// down together get there less often; an idle path whose link went down
+// with the lead's looks like any other, and may be picked.
 
 // errLeadMoved is a receive worker's answer when it found the lead frame
 // of a move where it expected a stripe.
@@ -706,10 +709,17 @@ func (pr *peer) moveLead(why string) error {
 		// The first path in use whose first connection does not
 		// look stopped too (links that go down together), else the
 		// first in use.
+		// The path the peer moved its own lead onto delivers, at
+		// least towards this rank: it comes first.
 		next = nil
 		var first *conn
-		for _, p := range pr.paths {
-			if p == old.path || p.retired.Load() {
+		to := pr.pathOf(int(pr.sto.Load()) - 1)
+		for i := -1; i < len(pr.paths); i++ {
+			p := to
+			if i >= 0 {
+				p = pr.paths[i]
+			}
+			if p == nil || p == old.path || p.retired.Load() {
 				continue
 			}
 			c := pr.sview[p.conns[0].pos]
@@ -893,6 +903,7 @@ func (pr *peer) joinLead() error {
 		pr.recv.setLead(c)
 		pr.t.log.Warn("tcp: peer moved the lead stream off a stopped path",
 			"peer", pr.rank, "path", old.path.idx, "local", old.path.local, "remote", old.path.remote, "to", c.path.idx)
+		pr.sto.Store(int32(c.path.idx) + 1)
 		if follow {
 			// The peer found the path stopped: this end's send lead
 			// on it moves too, at its next Send, rather than after

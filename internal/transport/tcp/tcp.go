@@ -399,6 +399,7 @@ type peer struct {
 	moveBufs     [][]byte     // moveLead's (smu)
 	sstalled     atomic.Bool  // the watch found sl stalled
 	sfollow      atomic.Bool  // sstalled because the peer moved its lead off sl's path
+	sto          atomic.Int32 // 1 + the path the peer last moved its lead onto (a move's first choice)
 	rmove        atomic.Bool  // the watch found a lead frame: a receive joins
 	rhdrWait     atomic.Bool  // a receive waits for a header on the lead
 	rstripe      atomic.Bool  // the watch found a stripe while it did
