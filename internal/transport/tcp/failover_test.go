@@ -108,7 +108,7 @@ func TestFailoverRepair(t *testing.T) {
 				wg.Wait()
 				close(errc)
 				for err := range errc {
-					t.Fatal(err)
+					t.Fatalf("%v\n%s", err, logs)
 				}
 				if cuts.Load() == 0 {
 					t.Fatal("no stripe was cut")

@@ -355,6 +355,12 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 	}
 	var err error
 	pr.candidates(func(c *conn) bool {
+		if pr.rgone&(1<<c.path.idx) != 0 {
+			// The peer retired the path: what is left on this
+			// generation of it is out of step (a stripe a repair
+			// replaced, maybe cut short) and never read.
+			return false
+		}
 		if (pr.rpre|pr.keptOn())&(1<<c.pos) != 0 {
 			// Read already, or the front is of a message after the
 			// kept one's.
