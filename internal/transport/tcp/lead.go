@@ -673,8 +673,8 @@ func (pr *peer) moveLead(why string) error {
 	if acked < end || !pr.seg.on {
 		a, b, err := pr.llog.from(min(acked, end))
 		if err != nil {
-			if !pr.noMoveLogged {
-				pr.noMoveLogged = true // once per lead
+			if !pr.moveSaid {
+				pr.moveSaid = true // once per lead
 				t.log.Warn("tcp: first path stopped; the lead stream cannot move", "peer", pr.rank, "path", old.path.idx, "err", err)
 			}
 			return errNoMove
@@ -778,7 +778,7 @@ func (pr *peer) moveLead(why string) error {
 	pr.mu.Unlock()
 	pr.send.setLead(next)
 	pr.dropSegs()
-	pr.noMoveLogged = false
+	pr.moveSaid = false
 	pr.llog.reset(next.wroteAt())
 	pr.sstalled.Store(false)
 	pr.redial(old.path, used)

@@ -386,30 +386,30 @@ type peer struct {
 	pinged []time.Time // by position: when the pinger last wrote a ping (pinger only)
 	// The lead streams (lead.go): conns[0] at first, each direction's
 	// own after a move.
-	sl           *conn        // send lead (smu; written under mu)
-	rl           *conn        // receive lead (receive gate; written under mu)
-	rlOld        *conn        // the receive lead before the last move (as rl)
-	rentry       *conn        // the receive lead locked by the receive in progress
-	leadOK       bool         // the lead moves when its path stops
-	smu          sync.Mutex   // a Send, or the watch moving the send lead
-	llog         *leadLog     // copy of the small frames on sl (smu)
-	seg          leadSeg      // the Send's large frame on sl (smu)
-	segx         []leadSeg    // the frames after it in the Send, such as repairs (smu)
-	noMoveLogged bool         // moveLead said why the lead cannot move (smu)
-	moveBufs     [][]byte     // moveLead's (smu)
-	sstalled     atomic.Bool  // the watch found sl stalled
-	sfollow      atomic.Bool  // sstalled because the peer moved its lead off sl's path
-	sto          atomic.Int32 // 1 + the path the peer last moved its lead onto (a move's first choice)
-	rmove        atomic.Bool  // the watch found a lead frame: a receive joins
-	rhdrWait     atomic.Bool  // a receive waits for a header on the lead
-	rstripe      atomic.Bool  // the watch found a stripe while it did
-	rpre         uint16       // positions whose stripe the receive read before the header
-	rkeep        atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
-	rkept        []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
-	rbig         bool         // the receive left a stripe too large to keep (receive gate)
-	rbody        atomic.Bool  // a receive reads a message's first frame's payload on the lead
-	rstill       int          // wake-ups in a row with a stripe ahead and no byte on the lead (receive gate)
-	rstillAt     uint64       // the lead's rread at the last of them (receive gate)
+	sl       *conn        // send lead (smu; written under mu)
+	rl       *conn        // receive lead (receive gate; written under mu)
+	rlOld    *conn        // the receive lead before the last move (as rl)
+	rentry   *conn        // the receive lead locked by the receive in progress
+	leadOK   bool         // the lead moves when its path stops
+	smu      sync.Mutex   // a Send, or the watch moving the send lead
+	llog     *leadLog     // copy of the small frames on sl (smu)
+	seg      leadSeg      // the Send's large frame on sl (smu)
+	segx     []leadSeg    // the frames after it in the Send, such as repairs (smu)
+	moveSaid bool         // moveLead said why the lead cannot move (smu)
+	moveBufs [][]byte     // moveLead's (smu)
+	sstalled atomic.Bool  // the watch found sl stalled
+	sfollow  atomic.Bool  // sstalled because the peer moved its lead off sl's path
+	sto      atomic.Int32 // 1 + the path the peer last moved its lead onto (a move's first choice)
+	rmove    atomic.Bool  // the watch found a lead frame: a receive joins
+	rhdrWait atomic.Bool  // a receive waits for a header on the lead
+	rstripe  atomic.Bool  // the watch found a stripe while it did
+	rpre     uint16       // positions whose stripe the receive read before the header
+	rkeep    atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
+	rkept    []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
+	rbig     bool         // the receive left a stripe too large to keep (receive gate)
+	rbody    atomic.Bool  // a receive reads a message's first frame's payload on the lead
+	rstill   int          // wake-ups in a row with a stripe ahead and no byte on the lead (receive gate)
+	rstillAt uint64       // the lead's rread at the last of them (receive gate)
 }
 
 // New returns a Transport for cfg and starts accepting connections on
