@@ -60,10 +60,12 @@ import (
 //     the header, when it comes, must name it. A stripe of a later message
 //     (the receive waits for a small message lost, or cut in the middle,
 //     before it) is read too, into a buffer of its own that grows as the
-//     bytes come (kept, keptMax a pair), once the lead made no progress for
-//     keepAfter looks in a row of the watch, whether the receive waits for
-//     a header, the rest of one, or a payload; the next striped header
-//     that names its connection takes it (useKept). Only a lead path
+//     bytes come (kept, keptMax a pair: a Send larger than that waits for
+//     the small frames before it instead, leadQuiet), once the lead made
+//     no progress for keepAfter looks in a row of the watch, whether the
+//     receive waits for a header, the rest of one, or a payload; the next
+//     striped header that names its connection takes it (useKept). Only
+//     a lead path
 //     stalled for keepAfter/8 of StallAfter (stopped, or losing a segment
 //     twice in a row) gets there, so the copy and the allocation stay off
 //     the common path. A receiver that joins a move off the path its own
@@ -291,6 +293,14 @@ const (
 	keptChunk = 1 << 20
 )
 
+// keptMax is keptMax, or what a test set instead (testKeptMax).
+func (t *Transport) keptMax() uint64 {
+	if t.testKeptMax != 0 {
+		return t.testKeptMax
+	}
+	return keptMax
+}
+
 // keptStripe is a stripe of a message after the one being received, read
 // ahead of a lead frame (see the top of this file).
 type keptStripe struct {
@@ -383,11 +393,11 @@ func (pr *peer) preRead(ctx context.Context, fp *wire.Fingerprint, p []byte, kee
 		// before the loop: the awaited message may have come whole on
 		// the lead since, and a later one's stripe after it.
 		mine := fp != nil && h.Fingerprint == *fp && len(p) >= stripeMin && h.Offset <= uint64(len(p)) && h.Len <= uint64(len(p))-h.Offset && pr.rl.idle()
-		if !mine && (!keep || h.Len > keptMax-pr.keptBytes()) {
+		if !mine && (!keep || h.Len > pr.t.keptMax()-pr.keptBytes()) {
 			if keep && !pr.rbig {
 				pr.rbig = true // once per receive
 				pr.t.log.Warn("tcp: a stripe ahead of the lead stream is larger than what a pair keeps; left in place",
-					"peer", pr.rank, "path", c.path.idx, "bytes", h.Len, "kept", pr.keptBytes(), "max", keptMax)
+					"peer", pr.rank, "path", c.path.idx, "bytes", h.Len, "kept", pr.keptBytes(), "max", pr.t.keptMax())
 			}
 			return false
 		}
@@ -565,6 +575,25 @@ func (pr *peer) leadRoom(ctx context.Context, n int) error {
 			pr.llog.trim(a)
 		}
 		return pr.llog.fits(n)
+	})
+}
+
+// leadQuiet waits until the peer's host acknowledged everything the
+// replay copy holds, moving the lead if it stalls meanwhile: a Send whose
+// stripes the receiver could not keep ahead of a lead frame (keptMax)
+// waits here, so that none stands in front of a lead frame behind a lost
+// small message. The caller holds smu.
+func (pr *peer) leadQuiet(ctx context.Context) error {
+	return pr.leadWait(ctx, 5*time.Microsecond, func() bool {
+		if h := pr.t.testLeadAt; h != nil {
+			h("quiet")
+		}
+		a, ok := pr.ackedAt(pr.sl)
+		if !ok {
+			return true
+		}
+		pr.llog.trim(a)
+		return pr.llog.held() == 0
 	})
 }
 

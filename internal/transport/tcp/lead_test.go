@@ -235,10 +235,20 @@ func TestLeadMove(t *testing.T) {
 		// the stripe and the lead frame behind it on path 1.
 		{"small message cut in its payload", 2, 2, 2 * frame, "await", true, wire.FrameHeaderSize + 30},
 		{"small message cut in its header", 2, 2, 2 * frame, "await", true, 10},
+		// The large message's stripe is larger than rank 1 keeps
+		// ahead of a lead frame (keptMax lowered): the Send waits
+		// for the small message's acknowledgement before any stripe
+		// goes, and moves the lead there.
+		{"small message lost before a stripe beyond what is kept", 2, 2, 2 * frame, "quiet", true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newLeadWorld(t)
+			beyond := strings.Contains(tt.name, "beyond what is kept")
+			w := newLeadWorld(t, func(tr *Transport) {
+				if beyond {
+					tr.testKeptMax = 64 << 10
+				}
+			})
 			t0, t1 := w.trs[0], w.trs[1]
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -304,7 +314,7 @@ func TestLeadMove(t *testing.T) {
 			if !strings.Contains(logs, "peer moved the lead stream") {
 				t.Errorf("no WARN for the receiver's move:\n%s", logs)
 			}
-			if strings.HasPrefix(tt.name, "small message") && !strings.Contains(logs, "stripe of a later message ahead") {
+			if strings.HasPrefix(tt.name, "small message") && !beyond && !strings.Contains(logs, "stripe of a later message ahead") {
 				// The large message's stripe on path 1 stood in
 				// front of the lead frame while rank 1 waited for
 				// the small message lost before it.

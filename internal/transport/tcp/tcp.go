@@ -289,7 +289,8 @@ type Transport struct {
 	// testStall, set by tests before use, makes the lead's watch take the
 	// send lead c as stalled at once when it reports true; testLeadAt is
 	// called where a Send waits on the lead ("await": for the whole
-	// lead's acknowledgement).
+	// lead's acknowledgement; "quiet": for the small frames' before a
+	// message larger than keptMax).
 	testStall  func(c *conn) bool
 	testLeadAt func(where string)
 	// testLost, set by tests before use, makes a frame written on the
@@ -308,6 +309,8 @@ type Transport struct {
 	// next stop after the number of bytes it returns (0: not cut), as a
 	// connection failing in the middle of the write would.
 	testCutMove func(next *conn) int64
+	// testKeptMax, set by tests before use, lowers keptMax (0: keptMax).
+	testKeptMax uint64
 
 	ctx    context.Context // done on Abort or Close
 	cancel context.CancelFunc
@@ -572,6 +575,14 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	if total >= stripeMin && pr.rejoinable.Load() != 0 {
 		// A retired path was dialed again: move to it (redial.go).
 		if err := pr.rejoinSend(ctx); err != nil {
+			return t.ioFailed(ctx, pr, err, true, "send")
+		}
+	}
+	if total > t.keptMax() && len(pr.conns) > 1 && pr.leadOK && pr.llog.held() > 0 {
+		// A stripe of it may be larger than the receiver keeps ahead
+		// of a lead frame: it goes out only once the small frames
+		// before it are acknowledged (lead.go, leadQuiet).
+		if err := pr.leadQuiet(ctx); err != nil {
 			return t.ioFailed(ctx, pr, err, true, "send")
 		}
 	}
