@@ -968,7 +968,17 @@ func TestNoAllocs(t *testing.T) {
 				}
 			}
 			pingPong()
-			if allocs := testing.AllocsPerRun(50, pingPong); allocs > tt.recvs+0.5 {
+			// The least of three counts: on a loaded machine the
+			// runtime itself allocates now and then (a blocked
+			// select's sudog when its P's cache is empty, a stripe
+			// worker descheduled past the last stripe), which says
+			// nothing about the message path. A path that allocates
+			// on every round trip fails all three.
+			allocs := testing.AllocsPerRun(50, pingPong)
+			for i := 0; i < 2 && allocs > tt.recvs+0.5; i++ {
+				allocs = min(allocs, testing.AllocsPerRun(50, pingPong))
+			}
+			if allocs > tt.recvs+0.5 {
 				t.Errorf("%.1f allocations per round trip", allocs)
 			}
 		})
