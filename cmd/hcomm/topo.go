@@ -91,6 +91,14 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 
 	rank, size := vals.Rank, vals.Size
 	launched := vals.RankErr == nil && vals.RankVars != "" && vals.Store != ""
+	if launched {
+		// Bind as a rank of the job would (hcomm run --bind-to through
+		// --rsh), so the CPUs, and the leaders chosen from them, are the
+		// job's.
+		if err := topo.BindSelf(vals.BindTo, vals.LocalRank, vals.LocalSize); err != nil {
+			return err
+		}
+	}
 	m, err := topo.Probe(os.DirFS(*sysfs))
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hcomm-go/hcomm/internal/topo"
 )
 
 var (
@@ -56,6 +58,21 @@ func TestTopoJob(t *testing.T) {
 	}
 	if n := strings.Count(stdout, "topology:"); n != 1 {
 		t.Errorf("%d ranks printed the topology, want 1:\n%s", n, stdout)
+	}
+
+	// Bound one to a CPU (--bind-to core, which the ranks apply
+	// themselves through the rsh), host b's rank 2 would share rank 0's
+	// CPU: hcomm topo binds like a rank and shows rank 3 as b's leader.
+	if cpus, err := topo.AllowedCPUs(); err == nil && len(cpus) >= 2 {
+		code, stdout, stderr := launch(t, "--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--bind-to", "core", "--", bin, "topo")
+		if code != 0 {
+			t.Fatalf("--bind-to core: exit status %d; stderr:\n%s", code, stderr)
+		}
+		for _, want := range []string{"rank 2: local 0, numa", "rail 0: ranks 0 3", "rail 1: ranks 1 2"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("--bind-to core: output lacks %q:\n%s", want, stdout)
+			}
+		}
 	}
 
 	file := filepath.Join(t.TempDir(), "wrong.topo")
