@@ -37,8 +37,9 @@ var threePathSteps = []struct {
 // a fourth); in a loop of checked AllReduces (small and large in turn) and
 // large Broadcasts (from either rank), the links go down and up as
 // threePathSteps says, each step once both ranks saw the one before take
-// effect. Every result is right and no call fails: the lead streams move
-// twice in a row, then onto a path that came back.
+// effect. Every result is right, no call fails, and each path is named in
+// a WARN: the lead streams move twice in a row, then onto a path that came
+// back, then off a path that stopped with another.
 func TestMultiPathSecondMove(t *testing.T) {
 	secondMove(t)
 }
@@ -84,17 +85,24 @@ func secondMove(t *testing.T, extra ...string) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// Each rank names, in a WARN, each path it saw stop.
-	for r := range 2 {
-		for k := range 3 {
-			named := false
+	// Each path that stopped is named in a WARN. (By a rank's own move or
+	// retirement, or by its following the peer's: which rank logs which
+	// depends on who noticed first, so it is not asserted per rank.)
+	for k := range 3 {
+		var by []int
+		for r := range 2 {
 			for _, l := range strings.Split(out, "\n") {
-				named = named || strings.Contains(l, "level=WARN") && strings.Contains(l, fmt.Sprintf(" rank=%d ", r)) &&
-					strings.Contains(l, fmt.Sprintf(" path=%d ", k))
+				if strings.Contains(l, "level=WARN") && strings.Contains(l, fmt.Sprintf(" rank=%d ", r)) &&
+					strings.Contains(l, fmt.Sprintf(" path=%d ", k)) {
+					by = append(by, r)
+					break
+				}
 			}
-			if !named {
-				t.Errorf("rank %d: no WARN naming path %d:\n%s", r, k, lastLines(out, 80))
-			}
+		}
+		if len(by) == 0 {
+			t.Errorf("no WARN naming path %d:\n%s", k, lastLines(out, 80))
+		} else if len(by) < 2 {
+			t.Logf("only rank %v named path %d in a WARN", by, k)
 		}
 	}
 	figures, _ := os.ReadFile(mark + ".figures")
