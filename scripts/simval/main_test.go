@@ -74,7 +74,9 @@ func TestSHMValidationRuns(t *testing.T) {
 // the only calibration run); and shm-idle4 (main at 15a06a2, with the
 // runs that tell the per-core formulas apart: 6 ranks on 2 cores), checked
 // twice: with sim.Local()'s terms, fitted on shm-idle3 (a set the model
-// never saw), and with its own fit's; of the fits found from different starts
+// never saw), and with its own fit's; and shm-idle5 (main at e5a2e5b,
+// after ranks woken on their waker's CPU move off it) with sim.Local()'s
+// terms only, the model's forecast for a day it was never fitted on; of the fits found from different starts
 // (the search's minima are local), the one with the smallest mean |error|
 // on its fitting set. Each is fitted on its 2-rank and confined
 // runs only; the 4- and 8-rank points validate, the group calls among
@@ -90,6 +92,7 @@ func TestSHMIdle(t *testing.T) {
 	}{
 		{"testdata/shm-idle3", shmParams(sim.Local()), 60, 86},
 		{"testdata/shm-idle4", shmParams(sim.Local()), 65, 86},
+		{"testdata/shm-idle5", shmParams(sim.Local()), 70, 86},
 		{"testdata/shm-idle4", "5e-07,1.25e-10,5e-11,0.5,1.6e+10,2e-07,0,0.9,2e-06,0.8,0.7,2.5e-06", 73, 86},
 		{"testdata/shm-idle2", "5e-07,1.25e-10,7.5e-11,0.5,1e+10,2e-07,5e-07,0.9,2e-06,1,0.6,2e-06", 68, 86},
 		{"testdata/shm-idle", "7.5e-07,1.5e-10,5e-11,0.7,1e+10,5e-07,1.5e-06,0.7,1e-06,1,0,0", 53, 70},
