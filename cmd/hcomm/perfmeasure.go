@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/internal/topo"
 )
 
 // Measuring one point the way the method (perf.go) describes.
@@ -220,7 +221,10 @@ func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) er
 		}
 		apart++
 		if spread {
-			me[1] = int64(currentCPU())
+			// -1 where the CPU is not known: ranksApart takes such
+			// ranks as apart, and settling ends settledRounds rounds
+			// after d.
+			me[1] = int64(topo.CurrentCPU())
 			if err := hcomm.AllGather(ctx, c, me, all); err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -118,4 +119,13 @@ func BindProcess(cpus []int) error {
 			return nil
 		}
 	}
+}
+
+// CurrentCPU returns the CPU the calling thread runs on, or -1 (getcpu).
+func CurrentCPU() int {
+	var c uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(c)
 }

@@ -25,3 +25,6 @@ func WithCPUs(cpus []int, f func() error) error { return f() }
 
 // BindProcess does nothing where threads cannot be given CPUs.
 func BindProcess(cpus []int) error { return nil }
+
+// CurrentCPU returns -1: where the thread runs is not known here.
+func CurrentCPU() int { return -1 }

@@ -3,9 +3,10 @@ package shm
 import (
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hcomm-go/hcomm/internal/topo"
 )
 
 // Ranks apart.
@@ -29,18 +30,9 @@ import (
 // a rank that spreads (Transport.spread) calls it before it wakes a
 // sleeping peer.
 func noteCPU(word *uint32) {
-	if c := getCPU(); c >= 0 {
+	if c := topo.CurrentCPU(); c >= 0 {
 		atomic.StoreUint32(word, uint32(c)+1)
 	}
-}
-
-// getCPU returns the CPU the calling thread runs on, or -1.
-func getCPU() int {
-	var c uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
-		return -1
-	}
-	return int(c)
 }
 
 // moveApart moves the calling thread off the CPU a waker noted in word
@@ -51,7 +43,7 @@ func (t *Transport) moveApart(word *uint32) bool {
 		return false
 	}
 	w := atomic.LoadUint32(word)
-	c := getCPU()
+	c := topo.CurrentCPU()
 	if w == 0 || c < 0 || uint32(c)+1 != w {
 		return false
 	}

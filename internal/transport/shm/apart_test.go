@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/hcomm-go/hcomm/internal/topo"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +20,7 @@ func TestMoveOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := before.Count()
-	c := getCPU()
+	c := topo.CurrentCPU()
 	if c < 0 || !before.IsSet(c) {
 		t.Skipf("getcpu gave %d", c)
 	}
@@ -71,7 +72,7 @@ func TestMoveApart(t *testing.T) {
 		t.Error("moved with no CPU noted")
 	}
 	// A CPU this thread does not run on (noted, then moved off).
-	c := getCPU()
+	c := topo.CurrentCPU()
 	far := uint32(c) + 2
 	if tr.moveApart(&far) {
 		t.Errorf("moved off CPU %d while on %d", far-1, c)

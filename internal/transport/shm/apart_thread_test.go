@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/hcomm-go/hcomm/internal/topo"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func TestMoveOffOneThread(t *testing.T) {
 			}()
 			other = <-took
 		}
-		c := getCPU()
+		c := topo.CurrentCPU()
 		if c < 0 {
 			t.Skip("no getcpu")
 		}

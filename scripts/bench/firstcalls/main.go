@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/internal/topo"
 )
 
 func main() {
@@ -44,7 +45,7 @@ func run(n int) error {
 	start := time.Now()
 	for i := range n {
 		if i%1000 == 0 {
-			marks = append(marks, cpu())
+			marks = append(marks, int64(topo.CurrentCPU()))
 		}
 		s := time.Now()
 		if err := hcomm.AllReduce(ctx, c, send, recv, hcomm.Sum); err != nil {
@@ -53,7 +54,7 @@ func run(n int) error {
 		durs[i] = time.Since(s)
 	}
 	total := time.Since(start)
-	marks = append(marks, cpu())
+	marks = append(marks, int64(topo.CurrentCPU()))
 	all := make([]int64, len(marks)*c.Size())
 	if err := hcomm.AllGather(ctx, c, marks, all); err != nil {
 		return err
