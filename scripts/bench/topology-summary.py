@@ -23,17 +23,22 @@ import statistics
 import sys
 
 
-def read(paths):
-    rows = collections.defaultdict(list)
+def records(paths):
+    """The data rows of the CSV files (stdin when none), headers skipped."""
     for path in paths or ["/dev/stdin"]:
         with open(path) as f:
             for r in csv.reader(f):
-                if len(r) < 7 or r[0] == "impl":
-                    continue
-                try:
-                    rows[(r[1], int(r[3]), r[0].strip())].append((float(r[4]), float(r[6])))
-                except ValueError:
-                    continue
+                if len(r) >= 7 and r[0] != "impl":
+                    yield r
+
+
+def read(paths):
+    rows = collections.defaultdict(list)
+    for r in records(paths):
+        try:
+            rows[(r[1], int(r[3]), r[0].strip())].append((float(r[4]), float(r[6])))
+        except ValueError:
+            continue
     return rows
 
 
@@ -69,19 +74,15 @@ def versus(rows, peer):
 def jobs(paths):
     """Consecutive rows with one label are one job: [(label, {op: usec})]."""
     out = []
-    for path in paths or ["/dev/stdin"]:
-        with open(path) as f:
-            for r in csv.reader(f):
-                if len(r) < 7 or r[0] == "impl":
-                    continue
-                try:
-                    us = float(r[4])
-                except ValueError:
-                    continue
-                label = r[0].strip()
-                if not out or out[-1][0] != label or r[1] in out[-1][1]:
-                    out.append((label, {}))
-                out[-1][1][r[1]] = us
+    for r in records(paths):
+        try:
+            us = float(r[4])
+        except ValueError:
+            continue
+        label = r[0].strip()
+        if not out or out[-1][0] != label or r[1] in out[-1][1]:
+            out.append((label, {}))
+        out[-1][1][r[1]] = us
     return out
 
 
