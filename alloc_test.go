@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/zcopy"
 )
 
 // f32 views registered bytes as float32s.
@@ -731,5 +734,92 @@ func TestAllocObserved(t *testing.T) {
 		if !ok || s.Algo != e.Algo || s.Chunks != e.Chunks || !s.Start.Equal(e.Start) {
 			t.Errorf("rank %d %s %d: OpStart %q (%d messages, %v), OpEnd %q (%d, %v)", e.Rank, e.Op, e.Seq, s.Algo, s.Chunks, s.Start, e.Algo, e.Chunks, e.Start)
 		}
+	}
+}
+
+// HCOMM_ZERO_COPY=auto (the default) runs a two-rank call on registered
+// memory by its ordinary program where that measured faster
+// (zcopy.Ordinary), and by the zero-copy path elsewhere; an explicit size
+// takes the zero-copy path at every size from it. The results are right
+// either way.
+func TestZeroCopyRule(t *testing.T) {
+	const big = 2 << 20 // Broadcast of 2 MiB: the ordinary program under auto; AllGather and AllToAll: zero copy
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		fixed bool
+	}{
+		{"auto", Config{Timeout: time.Minute}, false},
+		{"fixed", Config{Timeout: time.Minute, ZeroCopy: 256 << 10}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			onLocalRanks(t, 2, &tc.cfg, func(c *Comm) error {
+				ctx := context.Background()
+				b, err := c.Alloc(ctx, 2*big)
+				if err != nil {
+					return err
+				}
+				defer b.Free(ctx)
+				in, out := b.Bytes()[:big], b.Bytes()[big:]
+				for i := range in {
+					in[i] = byte(i*7 + c.Rank())
+				}
+				for _, call := range []struct {
+					name string
+					coll sched.Coll
+					n    int // the bytes the rule is given
+					run  func() error
+					ok   func() error
+				}{
+					{"AllGather", sched.AllGather, big, func() error { return c.AllGatherBytes(ctx, in[:big/2], out, DTypeUint8) }, func() error {
+						for i := range out {
+							if want := byte((i%(big/2))*7 + i/(big/2)); out[i] != want {
+								return fmt.Errorf("AllGather: [%d] = %d, want %d", i, out[i], want)
+							}
+						}
+						return nil
+					}},
+					{"AllToAll", sched.AllToAll, big, func() error { return c.AllToAllBytes(ctx, in, out, DTypeUint8) }, func() error {
+						for i := range out {
+							p, j := i/(big/2), c.Rank()*(big/2)+i%(big/2)
+							if want := byte(j*7 + p); out[i] != want {
+								return fmt.Errorf("AllToAll: [%d] = %d, want %d", i, out[i], want)
+							}
+						}
+						return nil
+					}},
+					{"Broadcast", sched.Broadcast, big, func() error { return c.BroadcastBytes(ctx, in, DTypeUint8, 1) }, func() error {
+						for i := range in {
+							if want := byte(i*7 + 1); in[i] != want {
+								return fmt.Errorf("Broadcast: [%d] = %d, want %d", i, in[i], want)
+							}
+						}
+						return nil
+					}},
+					{"ReduceScatter", sched.ReduceScatter, big, func() error {
+						return c.ReduceScatterBytes(ctx, in, out[:big/2], DTypeUint8, Max)
+					}, func() error { return nil }},
+				} {
+					want := tc.fixed || !zcopy.Ordinary(call.coll, 2, call.n)
+					if call.coll == sched.ReduceScatter && !want {
+						return fmt.Errorf("the rule runs a ReduceScatter of %d bytes by its program", call.n)
+					}
+					if !tc.fixed && call.coll == sched.Broadcast && !zcopy.Ordinary(call.coll, 2, call.n) {
+						return fmt.Errorf("the rule no longer runs a two-rank %s of %d bytes by its program: pick another size", call.name, call.n)
+					}
+					before := c.ZeroCopyCalls()
+					if err := call.run(); err != nil {
+						return err
+					}
+					if took := c.ZeroCopyCalls() > before; took != want {
+						return fmt.Errorf("rank %d, %s of %d bytes: zero-copy %v, want %v", c.Rank(), call.name, call.n, took, want)
+					}
+					if err := call.ok(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
 	}
 }

@@ -144,7 +144,12 @@ func (c *Comm) Size() int { return c.size }
 func (c *Comm) usable() error { return c.path.Usable() }
 
 // fail marks the communicator unusable after err and tells the peers.
+// Once closed it does nothing: an op that fails because Close closed the
+// transport is not a failure (see runErr).
 func (c *Comm) fail(err error) {
+	if c.path.State.Load() == stateClosed {
+		return
+	}
 	c.path.State.Fail(err)
 	c.path.T.Abort(err)
 	c.publishFailure(err)
@@ -155,8 +160,12 @@ func (c *Comm) fail(err error) {
 // instead of hanging, including peers it never connected to (through the
 // store's failure notice). It waits for nothing but the hand-over of the
 // abort to the network and the store (at most 200 ms and 500 ms). cause
-// may be nil.
+// may be nil. After Close it does nothing: peers see a closed rank as
+// lost.
 func (c *Comm) Abort(cause error) {
+	if c.path.State.Load() == stateClosed {
+		return
+	}
 	if cause == nil {
 		cause = errors.New("Abort called")
 	}

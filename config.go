@@ -90,9 +90,10 @@ type Config struct {
 	ShmCMA int
 
 	// ZeroCopy is the size from which collectives on registered memory
-	// (Comm.Alloc) move data directly between the ranks' buffers
-	// (HCOMM_ZERO_COPY; default 256 KiB). Zero means the variable, else
-	// the default; negative means off.
+	// (Comm.Alloc) move data directly between the ranks' buffers, at
+	// every size from it on (HCOMM_ZERO_COPY; default auto: from 256 KiB,
+	// except the sizes where the ordinary program measured faster, see
+	// README). Zero means the variable, else auto; negative means off.
 	ZeroCopy int
 
 	// CopyEngine is the size from which collectives on registered memory
@@ -188,7 +189,7 @@ func resolve(cfg *Config) (settings.Values, options, error) {
 		o.chunk = exec.DefaultChunkBytes
 	}
 	o.checkResults, o.NoSlots, o.dumpSignal = v.CheckResults, v.NoShmSlots, v.DumpSignal
-	o.ZeroCopy, o.copyEngine = v.ZeroCopy, v.CopyEngine
+	o.ZeroCopy, o.ZeroCopyFixed, o.copyEngine = v.ZeroCopy, v.ZeroCopyFixed, v.CopyEngine
 	if cfg != nil {
 		o.observer = cfg.Observer
 	}

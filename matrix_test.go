@@ -131,10 +131,16 @@ func inputAt[T Element](r, base, n int) []T {
 
 func eqBits[T Element](a, b []T) bool { return bytes.Equal(bytesOf(a), bytesOf(b)) }
 
-// firstDiff returns a description of the first differing element.
+// firstDiff returns a description of the first differing element (bits
+// compared, so NaNs of one pattern are equal). Equal slices are compared
+// whole: per element, every view of an element's bytes pays the race
+// build's pointer checks.
 func firstDiff[T Element](got, want []T) string {
 	if len(got) != len(want) {
 		return fmt.Sprintf("len %d, want %d", len(got), len(want))
+	}
+	if eqBits(got, want) {
+		return ""
 	}
 	for i := range got {
 		if !eqBits(got[i:i+1], want[i:i+1]) {

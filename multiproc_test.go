@@ -57,6 +57,8 @@ func TestRankProcess(t *testing.T) {
 		rankAllocProcess(t, c)
 	case "allockill":
 		rankAllocKill(t, c)
+	case "allocabandon":
+		rankAllocAbandon(t, c)
 	case "split":
 		rankSplit(t, c)
 	case "streams":
@@ -79,6 +81,8 @@ func TestRankProcess(t *testing.T) {
 		rankHostile(t, c)
 	case "bound":
 		rankBound(t, c)
+	case "spread":
+		rankSpread(t, c)
 	case "onehost":
 		rankOneHost(t, c)
 	case "topo":

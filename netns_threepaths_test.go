@@ -17,9 +17,10 @@ import (
 // to path 2; paths 0 and 1 rejoin; then path 2 goes down and the leads
 // move onto a path that rejoined (path 0); then the links of the lead's
 // path and of the last path go down together, and the leads move to path
-// 1 while the stripes of path 2 go again on them. (Not here: the lead's
-// link and that of the path it would move to going down together, when
-// nothing shows the second stopped yet; see lead.go.)
+// 1 while the stripes of path 2 go again on them; then the links of the
+// lead's path (1) and of path 0 go down together: a lead that moves onto
+// path 0 (nothing shows it stopped yet) moves again, to path 2, before
+// its first lead frame was acknowledged.
 var threePathSteps = []struct {
 	up    bool
 	paths []int
@@ -31,6 +32,8 @@ var threePathSteps = []struct {
 	{true, []int{2}},
 	{false, []int{0, 2}},
 	{true, []int{0, 2}},
+	{false, []int{1, 0}},
+	{true, []int{0, 1}},
 }
 
 // TestMultiPathSecondMove: 2 hosts × 1 rank over three links (the store on
@@ -39,7 +42,8 @@ var threePathSteps = []struct {
 // threePathSteps says, each step once both ranks saw the one before take
 // effect. Every result is right, no call fails, and each path is named in
 // a WARN: the lead streams move twice in a row, then onto a path that came
-// back, then off a path that stopped with another.
+// back, then off a path that stopped with another, then off a path that
+// stopped with the one it moves onto.
 func TestMultiPathSecondMove(t *testing.T) {
 	secondMove(t)
 }

@@ -3,9 +3,11 @@ package hcomm
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,6 +171,25 @@ func TestMultiHostTopology(t *testing.T) {
 			}
 		})
 	}
+	// Unbound by default, the ranks of the two namespaces of this machine
+	// take their shares of its CPUs at Init, the hosts' leaders apart;
+	// --bind-to none leaves them all on the launcher's CPUs.
+	for _, policy := range []string{"auto", "none"} {
+		t.Run("default binding where hosts share a machine/"+policy, func(t *testing.T) {
+			allowed, err := topo.AllowedCPUs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"HCOMM_TEST_ALLOWED=" + topo.FormatCPUList(allowed), "HCOMM_TEST_BIND=" + policy}
+			f := with(env)
+			if policy != "auto" {
+				f = append(f, "--bind-to", policy)
+			}
+			if out, err := launch(t, f, prefix, "spread", env...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
 	// Namespaces of one machine are hosts of their own unless their ranks
 	// share one HCOMM_HOSTNAME: then they are one host and use shared
 	// memory (the file store needs no network; a TCP route between the
@@ -212,6 +233,98 @@ func rankOneHost(t *testing.T, c *Comm) {
 		t.Fatalf("AllReduce: %v, %d", err, v[0])
 	}
 }
+
+// rankSpread checks where the ranks of a job on two namespaces of this
+// machine run after Init under hcomm run --bind-to $HCOMM_TEST_BIND
+// (auto or none), out of the launcher's CPUs $HCOMM_TEST_ALLOWED: under
+// none every thread on all of them; under auto every rank on its share —
+// disjoint shares while the CPUs suffice, one CPU each, spread evenly,
+// when the ranks outnumber them — every thread of the rank on it, and the
+// hosts' leaders (the first ranks of the planner's layout) on different
+// CPUs.
+func rankSpread(t *testing.T, c *Comm) {
+	allowed, err := topo.ParseCPUList(os.Getenv("HCOMM_TEST_ALLOWED"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 || allowed[len(allowed)-1] >= 64 {
+		t.Skipf("launcher's CPUs %s: want 2 to 64", topo.FormatCPUList(allowed))
+	}
+	mine, err := topo.AllowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bits int64
+	for _, cpu := range mine {
+		bits |= 1 << cpu
+	}
+	masks := make([]int64, c.Size())
+	if err := AllGather(context.Background(), c, []int64{bits}, masks); err != nil {
+		t.Fatal(err)
+	}
+	want := mine
+	if os.Getenv("HCOMM_TEST_BIND") == topo.BindNone {
+		want = allowed
+		if !slices.Equal(mine, allowed) {
+			t.Errorf("rank %d on CPUs %s under --bind-to none, want %s", c.Rank(), topo.FormatCPUList(mine), topo.FormatCPUList(allowed))
+		}
+	} else {
+		n, ranks := len(allowed), c.Size()
+		uses := map[int]int{}
+		for r, m := range masks {
+			cpus := 0
+			for _, cpu := range allowed {
+				if m&(1<<cpu) != 0 {
+					uses[cpu]++
+					cpus++
+				}
+			}
+			if cpus != bits64(m) {
+				t.Errorf("rank %d on CPUs %b, outside the launcher's %s", r, m, topo.FormatCPUList(allowed))
+			}
+			if lo := max(1, n/ranks); cpus < lo || cpus > max(1, (n+ranks-1)/ranks) {
+				t.Errorf("rank %d on %d CPUs (%b), want its share of %d CPUs among %d ranks", r, cpus, m, n, ranks)
+			}
+		}
+		for _, cpu := range allowed {
+			if u := uses[cpu]; u < ranks/n || u > max(1, (ranks+n-1)/n) {
+				t.Errorf("CPU %d runs %d ranks (masks %b), want %d ranks spread over %d CPUs", cpu, u, masks, ranks, n)
+			}
+		}
+		l, ok := c.path.Pl.Layout()
+		if !ok {
+			t.Fatal("no layout")
+		}
+		for i, a := range l.Hosts {
+			for _, b := range l.Hosts[i+1:] {
+				if masks[a[0]]&masks[b[0]] != 0 {
+					t.Errorf("leaders %d and %d share CPUs (masks %b, layout %v)", a[0], b[0], masks, l.Hosts)
+				}
+			}
+		}
+		if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > len(mine) {
+			t.Errorf("rank %d bound to CPUs %s runs GOMAXPROCS %d", c.Rank(), topo.FormatCPUList(mine), runtime.GOMAXPROCS(0))
+		}
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != topo.FormatCPUList(want) {
+				t.Errorf("rank %d: thread %s on CPUs %s, want %s", c.Rank(), task.Name(), strings.TrimSpace(v), topo.FormatCPUList(want))
+			}
+		}
+	}
+}
+
+// bits64 counts the bits set in m.
+func bits64(m int64) int { return bits.OnesCount64(uint64(m)) }
 
 // rankBound checks that every thread of this rank runs on the CPUs
 // hcomm run --bind-to $HCOMM_TEST_BIND gives its local rank, out of the

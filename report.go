@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/boot"
@@ -24,6 +25,16 @@ func (d *commDiag) Rank() int                    { return d.rank }
 func (d *commDiag) Snapshot() trace.Snapshot     { return d.path.Rec.Snapshot() }
 func (d *commDiag) WriteState(w io.Writer) error { return (*Comm)(d).WriteState(w) }
 
+// Paths describes the communicator's network paths for dump answers
+// (hcomm topo -live).
+func (d *commDiag) Paths() []string {
+	var lines []string
+	for _, s := range boot.NetPaths(d.path.T, d.size) {
+		lines = append(lines, s.String())
+	}
+	return lines
+}
+
 // stallView is a communicator as its stall check (internal/stall) sees it.
 type stallView Comm
 
@@ -41,13 +52,14 @@ func (v *stallView) Late(seq uint64, name string, late []int) {
 	if slow := c.slow.Note(c.rank, c.size, seq, late, time.Now()); slow != nil {
 		c.logSlow(seq, name, slow)
 	}
-	if testLateNoted != nil {
-		testLateNoted(c, seq, late)
+	if f := testLateNoted.Load(); f != nil {
+		(*f)(c, seq, late)
 	}
 }
 
-// testLateNoted, set by tests, is told of every Late.
-var testLateNoted func(c *Comm, seq uint64, late []int)
+// testLateNoted, set by tests, is told of every Late. It is atomic: a stall
+// check of another test's communicator may still fire while a test sets it.
+var testLateNoted atomic.Pointer[func(c *Comm, seq uint64, late []int)]
 
 // CallsOf returns each rank's call of collective seq: from the peers'
 // flight recorders under NewLocal, through the dump protocol in a job.

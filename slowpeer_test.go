@@ -22,7 +22,7 @@ func TestSlowPeerWarn(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[uint64]map[int]bool{} // seq → ranks whose check found rank 2 late
 	cond := sync.NewCond(&mu)
-	testLateNoted = func(c *Comm, seq uint64, late []int) {
+	noted := func(c *Comm, seq uint64, late []int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range late {
@@ -35,7 +35,8 @@ func TestSlowPeerWarn(t *testing.T) {
 			}
 		}
 	}
-	defer func() { testLateNoted = nil }()
+	testLateNoted.Store(&noted)
+	defer testLateNoted.Store(nil)
 	var logBuf lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	onLocalRanks(t, n, &Config{Timeout: time.Minute, Logger: log}, func(c *Comm) error {

@@ -103,18 +103,22 @@ func NewStream(name string, cfg *StreamConfig) *Stream {
 // NewStream returns a stream for this communicator's asynchronous work.
 // Its waits for events are bounded by the communicator's timeout
 // (Config.Timeout). It is an ordinary Stream: it may run work for other
-// communicators too. Closing the communicator closes it.
+// communicators too. Closing the communicator closes it; on a closed
+// communicator NewStream returns a stream already closed.
 func (c *Comm) NewStream(name string) *Stream {
 	prefix := ""
 	if name == "" {
 		prefix = "rank" + strconv.Itoa(c.rank) + "/"
 	}
 	s := &Stream{}
-	c.streamSet.Add(&s.s)
+	added := c.streamSet.Add(&s.s)
 	if o := c.set.observer; o != nil && o.Stream != nil {
 		s.s.SetHook(c.streamHook(o.Stream, &s.s))
 	}
 	s.s.Start(name, prefix, c.set.Timeout, collOps, func() { c.streamSet.Remove(&s.s) })
+	if !added {
+		s.s.Close()
+	}
 	return s
 }
 

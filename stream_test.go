@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hcomm-go/hcomm/internal/clock"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -665,4 +666,25 @@ func TestSkippedCollectiveAbortsComm(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNewStreamAfterClose: a stream made by a closed communicator is
+// closed already (the communicator's Close cannot close it any more): its
+// calls fail with ErrClosed and it leaves no goroutine behind.
+func TestNewStreamAfterClose(t *testing.T) {
+	comms, err := NewLocal(context.Background(), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms[0].Close()
+	before := runtime.NumGoroutine()
+	s := comms[0].NewStream("late")
+	if err := s.Synchronize(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Synchronize on a stream of a closed communicator: %v, want ErrClosed", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream's goroutine still runs (%d goroutines, %d before)", runtime.NumGoroutine(), before)
+		}
+	}
 }

@@ -34,6 +34,13 @@ const WindowSignals = rma.NumSignals
 // the range it names: every access is checked against the target's
 // registration, on the origin and again on the target.
 //
+// A call's ctx bounds it as a collective's does (its deadline makes
+// ErrTimeout). A request to another host that its ctx cuts short while its
+// bytes are under way leaves this rank's stream to that peer mid-request,
+// so the window becomes unusable on this rank; a ctx already done when
+// the call begins sends nothing and leaves the window as it was. Ranks on
+// the same host copy without waiting, whatever the ctx.
+//
 // A Window is safe for concurrent use. Closing the communicator releases
 // the windows still open on this rank without waiting for the peers.
 type Window struct {
@@ -117,8 +124,11 @@ func (c *Comm) windowErr(op string, target int, err error) error {
 		target = p
 	}
 	var te rma.TimeoutError
-	if errors.As(err, &te) {
+	switch {
+	case errors.As(err, &te):
 		err = &timeoutError{After: te.After}
+	case err == context.DeadlineExceeded:
+		err = &timeoutError{} // the ctx's deadline: ErrTimeout too, as for collectives
 	}
 	return &OpError{Op: op, Rank: c.rank, Peer: target, Err: err}
 }

@@ -406,3 +406,51 @@ func TestWindowWaitSignalAbort(t *testing.T) {
 		t.Fatalf("WaitSignal after Abort: %v", err)
 	}
 }
+
+// TestWindowCtx: on either path (mapped memory, messages), a window call
+// ended by its ctx's deadline matches ErrTimeout and
+// context.DeadlineExceeded, as ErrTimeout documents; and a Put whose ctx
+// was done before it began sends nothing, so the window stays usable.
+func TestWindowCtx(t *testing.T) {
+	for _, messages := range []bool{false, true} {
+		t.Run(fmt.Sprintf("messages=%v", messages), func(t *testing.T) {
+			windowMessages = messages
+			defer func() { windowMessages = false }()
+			comms := newLocal(t, 2, &Config{Timeout: 30 * time.Second})
+			ctx := context.Background()
+			ws := make([]*Window, 2)
+			errs := par(comms, func(c *Comm) error {
+				w, err := c.AllocWindow(ctx, 64)
+				ws[c.Rank()] = w
+				return err
+			})
+			if !noErrs(t, "AllocWindow", errs) {
+				return
+			}
+			dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			_, err := ws[0].WaitSignal(dctx, 0, 1)
+			cancel()
+			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("WaitSignal past its ctx's deadline: %v (Is ErrTimeout %v, Is DeadlineExceeded %v)",
+					err, errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded))
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			for i := range 20 {
+				err := ws[0].Put(cctx, 1, 0, []byte{1, 2, 3})
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Fatalf("Put with a cancelled ctx: %v", err)
+				}
+				if err := ws[0].Put(ctx, 1, 0, []byte{byte(i), 2, 3}); err != nil {
+					t.Fatalf("Put after a Put whose ctx was cancelled before it began: %v", err)
+				}
+			}
+			got := make([]byte, 3)
+			if err := ws[0].Get(ctx, 1, 0, got); err != nil || got[0] != 19 {
+				t.Fatalf("Get: %v, %v", got, err)
+			}
+			errs = par(comms, func(c *Comm) error { return ws[c.Rank()].Close(ctx) })
+			noErrs(t, "Close", errs)
+		})
+	}
+}

@@ -32,7 +32,11 @@ import (
 //     ranks);
 //   - a timed loop of -iters iterations, or as many as fill about -T
 //     (between 3 and 20000); each rank times its own loop and the reported
-//     time is the mean over ranks of the per-rank average;
+//     time is the mean over ranks of the per-rank average; the median is
+//     the mean over ranks of each rank's median call, read from laps of
+//     the loop (about 2 µs of calls each, one call when longer), and each
+//     rank's CPU at the start and end of the loop tells whether two ranks
+//     of one host took turns on one CPU (a WARN line);
 //   - algbw = bytes / time (GB/s = 1e9 B/s), busbw = algbw × the nccl-tests
 //     factor of the op.
 //

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm"
+	"github.com/hcomm-go/hcomm/internal/sched"
+	"github.com/hcomm-go/hcomm/internal/zcopy"
 )
 
 func TestParsePerfFlags(t *testing.T) {
@@ -443,9 +445,14 @@ func TestPerfLocalText(t *testing.T) {
 	}
 	for i, l := range data {
 		f := strings.Fields(l)
-		if len(f) != 15 || f[10] != "0" || f[14] != "0" || f[7] == "-" || f[11] == "-" {
+		if len(f) != 17 || f[11] != "0" || f[16] != "0" || f[7] == "-" || f[12] == "-" {
 			t.Errorf("line %q: want both column groups and #wrong 0", l)
 			continue
+		}
+		for _, i := range []int{8, 13} { // the median of each group
+			if m, err := strconv.ParseFloat(f[i], 64); err != nil || m <= 0 {
+				t.Errorf("line %q: median %q is not a time", l, f[i])
+			}
 		}
 		// The algo column is what the planner picked: the forced one.
 		want := []string{"ring", "rd"}[i/4]
@@ -681,7 +688,7 @@ func TestProgress(t *testing.T) {
 func TestChildArgs(t *testing.T) {
 	pc, err := parsePerfFlags([]string{"-n", "3", "-op", "allreduce,alltoall", "-b", "16", "-e", "1M", "-f", "8",
 		"-T", "0.05", "-S", "2", "-iters", "7", "-warmup", "2", "-chunk", "65536", "-inplace", "both",
-		"-dtype", "int8", "-redop", "max", "-label", "L", "-csv", "-plot", "x.svg", "-registered"}, io.Discard)
+		"-dtype", "int8", "-redop", "max", "-label", "L", "-csv", "-plot", "x.svg", "-registered", "-lap", "1us"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +700,7 @@ func TestChildArgs(t *testing.T) {
 		child.target != pc.target || child.maxOp != pc.maxOp || child.iters != 7 || child.warmup != 2 ||
 		child.chunk != 65536 || !slices.Equal(child.modes, pc.modes) || child.dtype != pc.dtype ||
 		child.redop != pc.redop || child.label != "L" || !slices.Equal(child.algos, []string{"allreduce=ring"}) ||
-		child.plot != "" || child.verbose != progressOff || !child.registered {
+		child.plot != "" || child.verbose != progressOff || !child.registered || child.lap != time.Microsecond {
 		t.Errorf("child config %+v from %+v", *child, *pc)
 	}
 	// Without -registered the ranks use ordinary memory.
@@ -736,34 +743,16 @@ func TestOptionalValueArgs(t *testing.T) {
 	}
 }
 
-var (
-	perfBinOnce sync.Once
-	perfBin     string
-	perfBinErr  error
-)
-
 // TestPerfProcesses runs `hcomm perf` as a real command that starts its
 // ranks as processes, over shared memory and over TCP.
 func TestPerfProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and starts processes")
 	}
-	perfBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hcomm-perf-test-")
-		if err != nil {
-			perfBinErr = err
-			return
-		}
-		perfBin = filepath.Join(dir, "hcomm")
-		out, err := exec.Command("go", "build", "-o", perfBin, ".").CombinedOutput()
-		if err != nil {
-			perfBinErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if perfBinErr != nil {
-		t.Fatal(perfBinErr)
+	perfBin := filepath.Join(t.TempDir(), "hcomm")
+	if out, err := exec.Command("go", "build", "-o", perfBin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build hcomm: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(perfBin)) })
 	t.Run("text", func(t *testing.T) {
 		out, err := exec.Command(perfBin, "perf", "-n", "2", "-transport", "tcp", "-op", "allreduce",
 			"-b", "8", "-e", "8", "-T", "0.005").CombinedOutput()
@@ -818,6 +807,10 @@ func TestPerfProcesses(t *testing.T) {
 		for _, r := range rows {
 			if r.Pick != "zero-copy" || r.Wrong != 0 {
 				t.Errorf("%s of %d bytes on registered memory: pick %q, %d wrong", r.Op, r.Bytes, r.Pick, r.Wrong)
+			}
+			// The rows reach perf from the ranks with their median and CPUs.
+			if r.MedUsec <= 0 || len(r.CPUs) != 2 {
+				t.Errorf("%s of %d bytes: median %v, CPUs %v; want a time and 2 CPUs", r.Op, r.Bytes, r.MedUsec, r.CPUs)
 			}
 		}
 	})
@@ -966,7 +959,8 @@ func TestPerfLocalRegistered(t *testing.T) {
 		t.Fatalf("gather, scatter: %d rows (%v):\n%s", len(rows), err, out.String())
 	}
 	// The pick column names what ran: the zero-copy path from
-	// HCOMM_ZERO_COPY's default (256 KiB) on registered memory only.
+	// HCOMM_ZERO_COPY's default (auto: 256 KiB, but not where the
+	// ordinary program measured faster) on registered memory only.
 	for _, reg := range []bool{true, false} {
 		out.Reset()
 		args := []string{"-local", "-n", "2", "-op", "allgather,broadcast", "-b", "64K", "-e", "512K", "-f", "8",
@@ -982,8 +976,13 @@ func TestPerfLocalRegistered(t *testing.T) {
 			t.Fatalf("%d rows (%v):\n%s", len(rows), err, out.String())
 		}
 		for _, r := range rows {
-			if zc := r.Pick == "zero-copy"; zc != (reg && r.Bytes >= 256<<10) || r.Pick == "" {
+			coll, _ := sched.CollNamed(r.Op)
+			if zc := r.Pick == "zero-copy"; zc != (reg && r.Bytes >= 256<<10 && !zcopy.Ordinary(coll, 2, int(r.Bytes))) || r.Pick == "" {
 				t.Errorf("registered=%v %s of %d bytes: pick %q", reg, r.Op, r.Bytes, r.Pick)
+			}
+			// Each JSON row carries the median and each rank's CPU.
+			if r.MedUsec <= 0 || len(r.CPUs) != 2 {
+				t.Errorf("%s of %d bytes: median %v, CPUs %v; want a time and 2 CPUs", r.Op, r.Bytes, r.MedUsec, r.CPUs)
 			}
 		}
 	}

@@ -30,6 +30,7 @@ type perfConfig struct {
 	iters    int
 	warmup   int
 	target   time.Duration
+	lap      time.Duration // calls shorter than this are timed in laps of about this long (lapCalls)
 	maxOp    time.Duration
 	algos    []string // one sweep per entry; "" means the cost model
 	chunk    int
@@ -238,7 +239,7 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 		fmt.Fprint(stderr, perfUsage)
 		fs.PrintDefaults()
 	}
-	pc := &perfConfig{target: 200 * time.Millisecond, maxOp: 3 * time.Second, modes: []bool{false}, settle: settleFor}
+	pc := &perfConfig{target: 200 * time.Millisecond, lap: lapMin, maxOp: 3 * time.Second, modes: []bool{false}, settle: settleFor}
 	var ops, minB, maxB, dtype, redop, replot string
 	var csv, jsonOut, noHeader bool
 	fs.IntVar(&pc.n, "n", 2, "number of ranks (processes started through hcomm run, or goroutines with -local)")
@@ -251,6 +252,7 @@ func parsePerfFlags(args []string, stderr io.Writer) (*perfConfig, error) {
 	fs.IntVar(&pc.iters, "iters", 0, "timed iterations per size (0: as many as fit in -T, 3 to 20000)")
 	fs.IntVar(&pc.warmup, "warmup", 0, "warm-up iterations per size (0: 20 up to 64 KiB, 4 up to 8 MiB, else 1)")
 	fs.Var(secondsFlag{&pc.target}, "T", "target duration of the timed loop per size: seconds (0.2) or a duration (200ms)")
+	fs.Var(secondsFlag{&pc.lap}, "lap", "the median's lap: calls shorter than this are timed together in laps about this long, as reading the clock costs about a small call (0: every call alone)")
 	fs.Var(secondsFlag{&pc.maxOp}, "S", "skip the larger sizes of an op once one call takes longer than this")
 	fs.Var(listFlag{&pc.algos}, "algo", "force algorithms, HCOMM_ALGO syntax (allreduce=ring,...); repeat for one sweep per setting, auto for the cost model")
 	fs.IntVar(&pc.chunk, "chunk", 0, "pipelining chunk bytes (0: HCOMM_BUFFSIZE or default)")

@@ -85,6 +85,7 @@ func childArgs(pc *perfConfig, algo string) []string {
 		"-iters", strconv.Itoa(pc.iters),
 		"-warmup", strconv.Itoa(pc.warmup),
 		"-T", pc.target.String(),
+		"-lap", pc.lap.String(),
 		"-S", pc.maxOp.String(),
 		"-chunk", strconv.Itoa(pc.chunk),
 		"-inplace", inPlaceFlag{&pc.modes}.String(),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/hcomm-go/hcomm"
@@ -36,9 +37,19 @@ type row struct {
 	InPlace bool    `json:"in_place"`
 	Iters   int64   `json:"iters"`
 	Usec    float64 `json:"usec"`
+	// MedUsec is the median time of one call (see medianOf), the mean
+	// over ranks of each rank's median; 0 in rows saved as CSV.
+	MedUsec float64 `json:"med_usec,omitempty"`
 	AlgBW   float64 `json:"algbw_GBps"`
 	BusBW   float64 `json:"busbw_GBps"`
 	Wrong   int64   `json:"wrong"`
+	// CPUs is the CPU each rank ran on at the end of the timed loop (-1
+	// where not known), in rank order.
+	CPUs []int `json:"cpus,omitempty"`
+	// Stacked says that two ranks of one host ran on the same CPU at
+	// the start or at the end of the timed loop while the host had a
+	// CPU for each: the point measured them taking turns.
+	Stacked bool `json:"stacked,omitempty"`
 }
 
 // csvLine is r in the peer harness's format.
@@ -54,16 +65,22 @@ func (r row) csvLine() string {
 // garbage collection before each point serves them all.
 func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, sink func(row), errOut io.Writer, sharedHeap bool) error {
 	if pc.settle > 0 {
-		if err := settle(ctx, c, pc.settle, !sharedHeap); err != nil {
+		apart, err := settle(ctx, c, pc.settle, !sharedHeap)
+		if err != nil {
 			return fmt.Errorf("settling: %w", err)
 		}
+		if !apart && c.Rank() == 0 {
+			fmt.Fprintf(errOut, "NOTE impl=%s ranks=%d: ranks of one host still shared a CPU after %v of settling; measuring anyway (see the rows' CPUs)\n",
+				pc.label, c.Size(), settleMax)
+		}
 	}
+	laps := make([]time.Duration, maxLaps)
 	wrongPoints := 0
 	for _, op := range pc.ops {
 	sizes:
 		for _, size := range pc.sizes(op) {
 			for _, inPlace := range pc.modes {
-				r, est, err := measure(ctx, c, pc, op, size, inPlace, errOut, sharedHeap)
+				r, est, err := measure(ctx, c, pc, op, size, inPlace, errOut, sharedHeap, laps)
 				if err != nil {
 					return fmt.Errorf("%s %d B: %w", op, size, err)
 				}
@@ -92,8 +109,9 @@ func runPerf(ctx context.Context, c *hcomm.Comm, pc *perfConfig, algo string, si
 
 // measure runs one op at one size on this rank and returns the row, with
 // time and wrong counts aggregated over the ranks, and the estimated
-// duration of one call (maximum over ranks).
-func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer, sharedHeap bool) (row, time.Duration, error) {
+// duration of one call (maximum over ranks). laps holds the timed loop's
+// lap times (see lapCalls); its length bounds their number.
+func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size int64, inPlace bool, errOut io.Writer, sharedHeap bool, laps []time.Duration) (row, time.Duration, error) {
 	bo := benchOps[op]
 	if pc.registered {
 		if err := beginArena(ctx, c, size); err != nil {
@@ -156,23 +174,32 @@ func measure(ctx context.Context, c *hcomm.Comm, pc *perfConfig, op string, size
 	if iters == 0 {
 		iters = timedIters(pc.target, est[0])
 	}
-	// 3. The timed loop.
+	// 3. The timed loop, read on the clock once a lap of k calls (the
+	// laps give the median; reading it costs no allocation).
+	k := lapCalls(iters, est[0], pc.lap, len(laps))
 	if err := c.Barrier(ctx); err != nil {
 		return row{}, 0, err
 	}
-	start = time.Now()
-	for range iters {
-		if err := b.run(ctx); err != nil {
-			return row{}, 0, err
-		}
+	cpu0 := topo.CurrentCPU()
+	total, nlaps, err := timedLoop(ctx, b.run, iters, k, laps)
+	if err != nil {
+		return row{}, 0, err
 	}
-	usec := []float64{time.Since(start).Seconds() * 1e6 / float64(iters)}
+	cpu1 := topo.CurrentCPU()
+	usec := []float64{total.Seconds() * 1e6 / float64(iters), medianOf(laps[:nlaps], k).Seconds() * 1e6}
 	if err := hcomm.AllReduce(ctx, c, usec, usec, hcomm.Sum); err != nil {
+		return row{}, 0, err
+	}
+	me := []int64{hostKey(), int64(cpu0), int64(cpu1)}
+	all := make([]int64, 3*c.Size())
+	if err := hcomm.AllGather(ctx, c, me, all); err != nil {
 		return row{}, 0, err
 	}
 	r := row{Impl: pc.label, Op: op, Ranks: c.Size(), Bytes: b.bytes, Count: b.count, Type: b.typ,
 		Redop: b.redop, Root: b.root, InPlace: inPlace, Iters: iters,
-		Usec: usec[0] / float64(c.Size()), Wrong: wrong[0]}
+		Usec: usec[0] / float64(c.Size()), MedUsec: usec[1] / float64(c.Size()), Wrong: wrong[0]}
+	r.CPUs, r.Stacked = rankCPUs(all, runtime.NumCPU())
+	r.Stacked = r.Stacked && !sharedHeap // goroutines share CPUs by design
 	dt := hcomm.DTypeUint8
 	if b.redop != "" {
 		dt = pc.dtype
@@ -206,8 +233,9 @@ const (
 
 // settle runs Barriers for at least d (see above), the same number on
 // every rank. spread says that the ranks are processes whose CPUs tell
-// whether they are settled.
-func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) error {
+// whether they are settled. It reports whether the ranks ended apart (the
+// same on every rank; false when settleMax ended it).
+func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) (bool, error) {
 	start := time.Now()
 	me := []int64{hostKey(), 0}
 	all := make([]int64, 2*c.Size())
@@ -216,7 +244,7 @@ func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) er
 	for {
 		for range 256 {
 			if err := c.Barrier(ctx); err != nil {
-				return err
+				return false, err
 			}
 		}
 		apart++
@@ -226,7 +254,7 @@ func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) er
 			// after d.
 			me[1] = int64(topo.CurrentCPU())
 			if err := hcomm.AllGather(ctx, c, me, all); err != nil {
-				return err
+				return false, err
 			}
 			if !ranksApart(all, runtime.NumCPU()) {
 				apart = 0
@@ -234,14 +262,16 @@ func settle(ctx context.Context, c *hcomm.Comm, d time.Duration, spread bool) er
 		}
 		since := time.Since(start)
 		done[0] = 0
-		if since >= d && (apart >= settledRounds || since >= settleMax) {
+		if since >= d && apart >= settledRounds {
 			done[0] = 1
+		} else if since >= d && since >= settleMax {
+			done[0] = 2
 		}
 		if err := hcomm.AllReduce(ctx, c, done, done, hcomm.Max); err != nil {
-			return err
+			return false, err
 		}
 		if done[0] != 0 {
-			return nil
+			return done[0] == 1, nil
 		}
 	}
 }
@@ -294,6 +324,84 @@ func defaultWarmup(bytes int64) int {
 func timedIters(target time.Duration, est float64) int64 {
 	n := target.Seconds() / max(est, 1e-9)
 	return int64(min(max(n, minTimedIters), maxTimedIters))
+}
+
+// timedLoop runs iters calls of run and returns their time, and the
+// times of their laps of k calls each in laps[:n]. It allocates nothing
+// itself. laps must hold iters/k laps.
+func timedLoop(ctx context.Context, run func(context.Context) error, iters, k int64, laps []time.Duration) (total time.Duration, n int, err error) {
+	var lapEnd time.Duration
+	left := k
+	start := time.Now()
+	for range iters {
+		if err := run(ctx); err != nil {
+			return 0, 0, err
+		}
+		if left--; left == 0 {
+			left = k
+			el := time.Since(start)
+			laps[n] = el - lapEnd
+			lapEnd = el
+			n++
+		}
+	}
+	return time.Since(start), n, nil
+}
+
+// Laps. The timed loop reads the clock after every k calls, a lap, and
+// the median of one call is the median lap over k: reading the clock
+// costs tens of nanoseconds, about what a small call costs, so calls
+// shorter than the lap (-lap, lapMin by default) are timed in laps of
+// about that long, longer ones each (k = 1). A call that lost its CPU (hundreds of microseconds to
+// milliseconds under load) makes its lap an outlier, which the mean
+// keeps and the median drops.
+const (
+	lapMin  = 2 * time.Microsecond
+	maxLaps = maxTimedIters
+)
+
+// lapCalls is the number of calls of a lap of about lap for a loop of
+// iters calls of est seconds each with room for nlaps laps.
+func lapCalls(iters int64, est float64, lap time.Duration, nlaps int) int64 {
+	k := int64(1)
+	if est > 0 && est < lap.Seconds() {
+		k = int64(lap.Seconds()/est + 0.5)
+	}
+	if nlaps > 0 && iters > k*int64(nlaps) {
+		k = (iters + int64(nlaps) - 1) / int64(nlaps)
+	}
+	return max(min(k, iters), 1)
+}
+
+// medianOf returns the median time of one call from laps of k calls each
+// (0 without laps). It sorts laps.
+func medianOf(laps []time.Duration, k int64) time.Duration {
+	n := len(laps)
+	if n == 0 {
+		return 0
+	}
+	slices.Sort(laps)
+	m := laps[n/2]
+	if n%2 == 0 {
+		m = (laps[n/2-1] + laps[n/2]) / 2
+	}
+	return m / time.Duration(k)
+}
+
+// rankCPUs reads each rank's (host, CPU at the start, CPU at the end) in
+// all: the CPUs at the end in rank order, and whether two ranks of one
+// host shared a CPU at the start or at the end (see ranksApart).
+func rankCPUs(all []int64, ncpu int) (cpus []int, stacked bool) {
+	n := len(all) / 3
+	at := [2][]int64{make([]int64, 2*n), make([]int64, 2*n)}
+	cpus = make([]int, n)
+	for i := range n {
+		host, c0, c1 := all[3*i], all[3*i+1], all[3*i+2]
+		at[0][2*i], at[0][2*i+1] = host, c0
+		at[1][2*i], at[1][2*i+1] = host, c1
+		cpus[i] = int(c1)
+	}
+	return cpus, !ranksApart(at[0], ncpu) || !ranksApart(at[1], ncpu)
 }
 
 // bandwidths returns algbw and busbw in GB/s for bytes moved in usec.

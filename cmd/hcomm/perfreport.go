@@ -54,6 +54,7 @@ func (rp *reporter) add(r row) {
 	defer rp.prog.step(r)
 	rp.rows = append(rp.rows, r)
 	rp.printHeader()
+	defer rp.warnStacked(r)
 	switch rp.pc.format {
 	case "csv":
 		fmt.Fprintln(rp.out, r.csvLine())
@@ -78,6 +79,37 @@ func (rp *reporter) add(r row) {
 	}
 }
 
+// warnStacked says, after a row whose ranks shared a CPU, which ranks ran
+// where: as a comment line of a text table, on stderr for CSV and JSON
+// (whose rows stay in their format).
+func (rp *reporter) warnStacked(r row) {
+	if !r.Stacked {
+		return
+	}
+	w := rp.errOut
+	if rp.pc.format == "text" {
+		w = rp.out
+	}
+	fmt.Fprintln(w, stackedLine(r))
+}
+
+// stackedLine is the warning of a point whose ranks shared a CPU.
+func stackedLine(r row) string {
+	what := r.Op
+	if r.Op != "barrier" {
+		what += " " + fmtBytes(r.Bytes)
+	}
+	if r.InPlace {
+		what += " in place"
+	}
+	cpus := make([]string, len(r.CPUs))
+	for i, c := range r.CPUs {
+		cpus[i] = strconv.Itoa(c)
+	}
+	return fmt.Sprintf("# WARN %s: ranks of one host shared a CPU during the timed loop (CPU of each rank at its end: %s); the time is of ranks taking turns",
+		what, strings.Join(cpus, ","))
+}
+
 func (rp *reporter) printHeader() {
 	if !rp.header {
 		return
@@ -95,9 +127,9 @@ func (rp *reporter) printHeader() {
 			rp.ranks, rp.what, rp.pc.dtype, rp.pc.redop, algo)
 		groups, cols, units := "", "", ""
 		for _, in := range rp.pc.modes {
-			groups += " " + center(map[bool]string{false: "out-of-place", true: "in-place"}[in], 32)
-			cols += fmt.Sprintf(" %9s %7s %7s %6s", "time", "algbw", "busbw", "#wrong")
-			units += fmt.Sprintf(" %9s %7s %7s %6s", "(us)", "(GB/s)", "(GB/s)", "")
+			groups += " " + center(map[bool]string{false: "out-of-place", true: "in-place"}[in], 42)
+			cols += fmt.Sprintf(" %9s %9s %7s %7s %6s", "time", "median", "algbw", "busbw", "#wrong")
+			units += fmt.Sprintf(" %9s %9s %7s %7s %6s", "(us)", "(us)", "(GB/s)", "(GB/s)", "")
 		}
 		fmt.Fprintf(rp.out, "#%70s%s\n", "", groups)
 		fmt.Fprintf(rp.out, "# %11s %12s %8s %6s %5s %13s %8s%s\n", "size", "count", "type", "redop", "root", "op", "algo", cols)
@@ -160,10 +192,14 @@ func textRow(groups ...*row) string {
 	s := fmt.Sprintf("  %11d %12d %8s %6s %5d %13s %8s", r.Bytes, r.Count, r.Type, redop, r.Root, r.Op, pick)
 	for _, x := range groups {
 		if x == nil {
-			s += fmt.Sprintf(" %9s %7s %7s %6s", "-", "-", "-", "-")
+			s += fmt.Sprintf(" %9s %9s %7s %7s %6s", "-", "-", "-", "-", "-")
 			continue
 		}
-		s += fmt.Sprintf(" %9s %7.3f %7.3f %6d", fmtUsec(x.Usec), x.AlgBW, x.BusBW, x.Wrong)
+		med := "-"
+		if x.MedUsec > 0 {
+			med = fmtUsec(x.MedUsec)
+		}
+		s += fmt.Sprintf(" %9s %9s %7.3f %7.3f %6d", fmtUsec(x.Usec), med, x.AlgBW, x.BusBW, x.Wrong)
 	}
 	return s
 }

@@ -79,7 +79,7 @@ import (
 // keeps spare threads spinning for work, which takes the CPU from the
 // busy threads of the other ranks. Remote ranks are left alone.
 //
-// Binding. --bind-to core|numa (mpirun's names; default none) starts each
+// Binding. --bind-to core|numa (mpirun's names) starts each
 // rank bound to CPUs of this machine (sched_setaffinity, inherited through
 // exec): core gives local rank i the i-th CPU the launcher may use
 // (wrapping when the ranks outnumber them), numa spreads the local ranks
@@ -88,7 +88,12 @@ import (
 // its own machine at Init (HCOMM_BIND_TO, with its local rank and the
 // host's local size), since binding the rsh command would not reach a
 // rank over ssh. A bound rank pins its polling goroutines to its CPUs
-// (HCOMM_CPU_AFFINITY=auto).
+// (HCOMM_CPU_AFFINITY=auto). The default, auto, binds nothing at start;
+// where several hosts of the job turn out to share a machine (network
+// namespaces, containers) and none of their ranks is bound, each rank
+// binds itself at Init to its share of that machine's CPUs, so that the
+// hosts' leaders run on different CPUs. --bind-to none leaves every rank
+// unbound (HCOMM_BIND_TO=none).
 //
 // Output. The ranks' standard output and error go to the launcher's, a line
 // at a time, so that lines of different ranks never mix; with --tag-output
@@ -193,7 +198,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	cfg := &runConfig{}
 	var hosts, hostFile, rsh, mapPolicy, rankTable string
-	fs.StringVar(&cfg.bindTo, "bind-to", "none", "bind each rank to CPUs: `none`, core (one CPU per local rank) or numa (one NUMA node's CPUs)")
+	fs.StringVar(&cfg.bindTo, "bind-to", topo.BindAuto, "bind each rank to CPUs: `auto` (where hosts share a machine, each rank its share of its CPUs, at Init), none, core (one CPU per local rank) or numa (one NUMA node's CPUs)")
 	fs.IntVar(&cfg.n, "n", 0, "number of ranks (default: one per host slot)")
 	fs.StringVar(&hosts, "hosts", "", "hosts and their slots: `host[:slots],...` (default: this machine)")
 	fs.StringVar(&hostFile, "host-file", "", "read hosts from `file`: one host[:slots] or \"host slots=N\" per line")
@@ -496,10 +501,14 @@ func (j *job) rankVars(p placement) []string {
 	}
 	if !p.local {
 		vars = append(vars, "HCOMM_HOSTNAME="+p.host)
-		if j.cfg.bindTo != "" && j.cfg.bindTo != topo.BindNone {
-			// The rank binds itself on its own machine (Init).
-			vars = append(vars, "HCOMM_BIND_TO="+j.cfg.bindTo)
-		}
+	}
+	switch b := j.cfg.bindTo; {
+	case b == topo.BindNone:
+		// Not even where hosts share a machine (Init's auto).
+		vars = append(vars, "HCOMM_BIND_TO="+b)
+	case b != "" && b != topo.BindAuto && !p.local:
+		// The rank binds itself on its own machine (Init).
+		vars = append(vars, "HCOMM_BIND_TO="+b)
 	}
 	return vars
 }
@@ -525,7 +534,7 @@ func (j *job) command(p placement) *exec.Cmd {
 // binding returns the CPUs rank p starts bound to under --bind-to, nil
 // for none.
 func (j *job) binding(p placement) ([]int, error) {
-	if j.cfg.bindTo == "" || j.cfg.bindTo == topo.BindNone {
+	if j.cfg.bindTo == "" || j.cfg.bindTo == topo.BindNone || j.cfg.bindTo == topo.BindAuto {
 		return nil, nil
 	}
 	if j.machine == nil {

@@ -61,7 +61,7 @@ func TestBindTo(t *testing.T) {
 		})
 	}
 	code, _, stderr := launch(t, helperArgs(2, []string{"--bind-to", "socket"}, "cpus")...)
-	if code == 0 || !strings.Contains(stderr, "want none, core or numa") {
+	if code == 0 || !strings.Contains(stderr, "want auto, none, core or numa") {
 		t.Errorf("--bind-to socket: exit %d, %q", code, stderr)
 	}
 }

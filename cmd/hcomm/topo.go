@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -115,6 +116,9 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	me := topo.NewCard(m, boot.HostID(vals.Hostname), cpus, dataIP, topo.InterfaceAddrs())
+	if launched {
+		me.PID = os.Getpid()
+	}
 	if f != nil {
 		me.File = f.Digest
 	}
@@ -139,6 +143,10 @@ func topoCmd(args []string, stdout, stderr io.Writer) error {
 	t, err := topo.Build(cards, f)
 	if err != nil {
 		return err
+	}
+	if launched {
+		// As a rank would where hosts share a machine (HCOMM_BIND_TO=auto).
+		topo.SpreadSelf(t, vals.BindTo, rank, me, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	}
 	if rank != 0 {
 		return nil

@@ -47,7 +47,7 @@ func TestTopoJob(t *testing.T) {
 	if err := os.WriteFile(rsh, []byte("#!/bin/sh\nshift\nexec sh -c \"$*\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := launch(t, "--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--", bin, "topo")
+	code, stdout, stderr := launch(t, "--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--bind-to", "none", "--", bin, "topo")
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
@@ -58,6 +58,24 @@ func TestTopoJob(t *testing.T) {
 	}
 	if n := strings.Count(stdout, "topology:"); n != 1 {
 		t.Errorf("%d ranks printed the topology, want 1:\n%s", n, stdout)
+	}
+
+	// By default (auto) the ranks of hosts sharing a machine take their
+	// shares of its CPUs at Init, and hcomm topo as a rank does too: on
+	// 2 or 3 CPUs, ranks 0 and 2 get one CPU, and b's leader is rank 3;
+	// on 4 or more each rank has CPUs of its own, the leaders 0 and 2.
+	if cpus, err := topo.AllowedCPUs(); err == nil && len(cpus) >= 2 {
+		code, stdout, stderr := launch(t, "--hosts", "a:2,b:2", "--rsh", rsh, "--store-addr", "127.0.0.1:0", "--", bin, "topo")
+		if code != 0 {
+			t.Fatalf("default binding: exit status %d; stderr:\n%s", code, stderr)
+		}
+		want := "rail 0: ranks 0 2"
+		if len(cpus) < 4 {
+			want = "rail 0: ranks 0 3"
+		}
+		if !strings.Contains(stdout, want) {
+			t.Errorf("default binding on %d CPUs: output lacks %q:\n%s", len(cpus), want, stdout)
+		}
 	}
 
 	// Bound one to a CPU (--bind-to core, which the ranks apply

@@ -105,8 +105,11 @@ func ForLayout(l Layout) []Algorithm {
 		defLayout(l, sched.AllReduce, "leader", leaderAllReduce, leaderAllReduceCost),
 		defLayout(l, sched.AllGather, "hring", orderedAllGather, hringAllGatherCost),
 		defLayout(l, sched.AllGather, "hier", hierAllGather, hierAllGatherCost),
+		defLayout(l, sched.AllGather, "leader", leaderAllGather, leaderAllGatherCost),
 		defLayout(l, sched.ReduceScatter, "hring", orderedReduceScatter, hringReduceScatterCost),
 		defLayout(l, sched.ReduceScatter, "hier", hierReduceScatter, hierReduceScatterCost),
+		defLayout(l, sched.ReduceScatter, "leader", leaderReduceScatter, leaderReduceScatterCost),
+		defLayout(l, sched.AllToAll, "leader", leaderAllToAll, leaderAllToAllCost),
 		defLayout(l, sched.Broadcast, "hier", hierBroadcast, hierBroadcastCost),
 		defLayout(l, sched.Reduce, "hier", hierReduce, hierReduceCost),
 		defLayout(l, sched.Barrier, "hier", hierBarrier, hierBarrierCost),
@@ -121,9 +124,11 @@ func defLayout(l Layout, c sched.Coll, name string, build func(*prog, Layout), c
 		n += len(rs)
 	}
 	return Algorithm{
-		Name:     name,
-		Coll:     c,
-		Supports: func(s sched.Spec) bool { return s.Coll == c && s.N == n && n >= 1 },
+		Name: name,
+		Coll: c,
+		Supports: func(s sched.Spec) bool {
+			return s.Coll == c && s.N == n && n >= 1 && (c != sched.AllToAll || uniformMatrix(s))
+		},
 		Build: func(s sched.Spec, rank int) (*sched.Program, error) {
 			if s.Coll != c {
 				return nil, fmt.Errorf("algo: %s %s cannot build %s", c, name, s.Coll)
@@ -133,6 +138,9 @@ func defLayout(l Layout, c sched.Coll, name string, build func(*prog, Layout), c
 			}
 			if err := l.Check(s.N); err != nil {
 				return nil, err
+			}
+			if c == sched.AllToAll && !uniformRowColumn(s, rank) {
+				return nil, fmt.Errorf("algo: %s %s needs one count for every pair", c, name)
 			}
 			p := newProg(s, rank)
 			build(p, l)

@@ -76,7 +76,7 @@ func TestVerifyLayouts(t *testing.T) {
 	family := shapes(rng, testing.Short() || raceEnabled)
 	for _, name := range []string{"AllReduce/hring", "AllReduce/hier", "AllGather/hring", "ReduceScatter/hring", "Broadcast/hier", "Barrier/hier",
 		"AllReduce/leader", "AllGather/hier", "ReduceScatter/hier", "Reduce/hier",
-		"AllReduce/rail", "Barrier/rail"} {
+		"AllReduce/rail", "Barrier/rail", "AllGather/leader", "ReduceScatter/leader", "AllToAll/leader"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := newRand(uint64(len(name)))
@@ -104,15 +104,26 @@ func TestVerifyLayouts(t *testing.T) {
 						if s.Coll == sched.Barrier || s.Count(0) == n+1 && s.InPlace == (n%2 == 0) {
 							ss = append(ss, s)
 						}
+						if s.Coll == sched.AllToAll && len(ss) == 0 && a.Supports(s) {
+							ss = append(ss, s) // one uniform matrix
+						}
 					}
 				}
+				verified := 0
 				for _, s := range ss {
 					if s.Coll == sched.Broadcast || s.Coll == sched.Reduce {
 						s.Root = rng.IntN(n)
 					}
+					if !a.Supports(s) {
+						continue // the leader AllToAll: uniform matrices only
+					}
 					if err := sched.Verify(s, buildAll(t, a, s)); err != nil {
 						t.Fatalf("layout %v: %s: %v", l.Hosts, describe(s), err)
 					}
+					verified++
+				}
+				if verified == 0 && a.Coll == sched.AllToAll {
+					t.Fatalf("layout %v: no call verified", l.Hosts)
 				}
 			}
 		})
@@ -221,6 +232,12 @@ func TestGoldenLayouts(t *testing.T) {
 		{"allreduce_rail_2x2.txt", []int{2, 2}, false, "rail", sched.Uniform(sched.AllReduce, 4, 2, 0, false)},
 		{"allreduce_rail_3_2_3_interleaved_inplace.txt", []int{3, 2, 3}, true, "rail", sched.Uniform(sched.AllReduce, 8, 2, 0, true)},
 		{"barrier_rail_3_1_2.txt", []int{3, 1, 2}, false, "rail", sched.Spec{Coll: sched.Barrier, N: 6}},
+		{"reducescatter_leader_2x2.txt", []int{2, 2}, false, "leader", sched.Uniform(sched.ReduceScatter, 4, 2, 0, false)},
+		{"reducescatter_leader_3_1_2_interleaved_inplace.txt", []int{3, 1, 2}, true, "leader", sched.Uniform(sched.ReduceScatter, 6, 2, 0, true)},
+		{"alltoall_leader_2x2.txt", []int{2, 2}, false, "leader", sched.Uniform(sched.AllToAll, 4, 1, 0, false)},
+		{"alltoall_leader_3_1_2_interleaved_inplace.txt", []int{3, 1, 2}, true, "leader", sched.Uniform(sched.AllToAll, 6, 1, 0, true)},
+		{"allgather_leader_2x2.txt", []int{2, 2}, false, "leader", sched.Uniform(sched.AllGather, 4, 2, 0, false)},
+		{"allgather_leader_3_1_2_interleaved_inplace.txt", []int{3, 1, 2}, true, "leader", sched.Uniform(sched.AllGather, 6, 2, 0, true)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -287,6 +304,17 @@ func TestLayoutCost(t *testing.T) {
 		ratio := LayoutCost(c, "hring", cons, m, lc) / LayoutCost(c, "hier", cons, m, lc)
 		if ratio < 1.3 || ratio > 1.6 {
 			t.Errorf("consecutive 2×2: %s hring / hier = %.2f, want about 1.5", c, ratio)
+		}
+	}
+	// AllGather: the leader form's one message between hosts a step wins
+	// for small calls, the multi-rail form's intra-host steps of a block
+	// (not the whole vector) for large ones.
+	for _, l := range []Layout{cons, inter} {
+		if small, rail := LayoutCost(sched.AllGather, "leader", l, 64, lc), LayoutCost(sched.AllGather, "hier", l, 64, lc); small >= rail {
+			t.Errorf("%v AllGather at 64 B: leader %.1f µs, hier %.1f µs", l.Hosts, small*1e6, rail*1e6)
+		}
+		if large, rail := LayoutCost(sched.AllGather, "leader", l, m, lc), LayoutCost(sched.AllGather, "hier", l, m, lc); large <= rail {
+			t.Errorf("%v AllGather at 64 MiB: leader %.1f ms, hier %.1f ms", l.Hosts, large*1e3, rail*1e3)
 		}
 	}
 	for _, a := range ForLayout(four) {

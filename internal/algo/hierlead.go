@@ -13,6 +13,8 @@ import (
 //	Reduce         hier    ⌈log2 L⌉ + ⌈log2 H⌉                     ⌈log2 H⌉ messages of m
 //	AllGather      hier    ⌈R/L⌉(H−1) + (L−1)·H⌈R/L⌉               (H−1)/H·T
 //	ReduceScatter  hier    (L−1)·H⌈R/L⌉ + ⌈R/L⌉(H−1)               (H−1)/H·T
+//	AllGather      leader  1 + (H−1) + ⌈log2 L⌉                     H−1 messages of L·T/n
+//	ReduceScatter  leader  ⌈log2 L⌉ + (H−1) + 1                     H−1 messages of L·T/n
 //
 // (m a rank's vector, T the total of the blocks, R the most ranks on a
 // host.) The leader forms are for small messages: few steps, every step

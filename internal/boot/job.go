@@ -100,16 +100,6 @@ func (j *Job) Connect(ctx context.Context, id string, rank, size int) (transport
 	if id == "world" {
 		j.peers = res.Peers
 	}
-	// Dump answers show the communicator's network paths (hcomm topo
-	// -live).
-	t := res.Transport
-	j.watch.SetPaths(id, func() []string {
-		var lines []string
-		for _, s := range NetPaths(t, size) {
-			lines = append(lines, s.String())
-		}
-		return lines
-	})
 	return res.Transport, res.Remote, nil
 }
 

@@ -58,12 +58,16 @@ type Current struct {
 
 // Settings are what the call path keeps of a communicator's settings.
 type Settings struct {
-	Timeout   time.Duration // 0: none
-	ZeroCopy  int           // the least bytes for the zero-copy path; <= 0: off
-	NoSlots   bool          // HCOMM_SHM_SLOTS=0: no group calls
-	Overrides plan.Overrides
-	Log       *slog.Logger
-	Debug     bool // Log takes DEBUG records: each collective is logged
+	Timeout  time.Duration // 0: none
+	ZeroCopy int           // the least bytes for the zero-copy path; <= 0: off
+	// ZeroCopyFixed takes the zero-copy path for every candidate from
+	// ZeroCopy on (an explicit HCOMM_ZERO_COPY size); else the ordinary
+	// program runs where it is faster (zcopy.Ordinary).
+	ZeroCopyFixed bool
+	NoSlots       bool // HCOMM_SHM_SLOTS=0: no group calls
+	Overrides     plan.Overrides
+	Log           *slog.Logger
+	Debug         bool // Log takes DEBUG records: each collective is logged
 }
 
 // Path is a communicator's call path: the state of the collective running
@@ -80,6 +84,9 @@ type Path struct {
 	Clock      trace.Clock     // times calls
 	Stall      stall.Check     // compares calls across ranks when a collective stalls
 	Reg        zcopy.Registry  // registered memory (Comm.Alloc)
+	// ZeroCopyT, if set, is the zero-copy path's transport instead of T
+	// (tests: one that corrupts a record); set and read under Mu.
+	ZeroCopyT transport.Transport
 
 	// Err turns an error found before a call starts (nil ctx, unusable
 	// communicator, no program) into what the call returns; peer is -1

@@ -25,7 +25,7 @@ func (p *Path) zcCall(k *Call) *zcopy.Call {
 
 // zeroCopy reports whether k is a candidate for the zero-copy path.
 func (p *Path) zeroCopy(k *Call) bool {
-	return p.Reg.Live() > 0 && p.Reg.Candidate(p.Size, p.Set.ZeroCopy, p.zcCall(k))
+	return p.Reg.Live() > 0 && p.Reg.Candidate(p.Size, p.Set.ZeroCopy, !p.Set.ZeroCopyFixed, p.zcCall(k))
 }
 
 // runZeroCopy runs candidate k by the zero-copy path, or by prog when the
@@ -36,6 +36,9 @@ func (p *Path) runZeroCopy(ctx context.Context, prog *sched.Program, fp *wire.Fi
 	p.Reg.Mu.RLock()
 	defer p.Reg.Mu.RUnlock()
 	p.zcPath = zcopy.Path{Rank: p.Rank, Size: p.Size, T: p.T, FP: fp, Min: p.Set.ZeroCopy}
+	if p.ZeroCopyT != nil {
+		p.zcPath.T = p.ZeroCopyT
+	}
 	if p.Start != nil {
 		p.zcPath.Clock = &p.Clock
 	}

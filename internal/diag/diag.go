@@ -50,7 +50,7 @@ type CommState struct {
 	Rank int    `json:"rank"`
 	trace.Snapshot
 	// Paths describes the communicator's network paths to its peers,
-	// a line each (tcp.PathStats.String), as SetPaths gave them.
+	// a line each (tcp.PathStats.String), as its Source's Paths gave them.
 	Paths []string `json:"paths,omitempty"`
 }
 
@@ -66,6 +66,9 @@ type Source interface {
 	ID() string
 	Rank() int
 	Snapshot() trace.Snapshot
+	// Paths describes the communicator's network paths, a line each (nil:
+	// none).
+	Paths() []string
 }
 
 // Watcher answers dump requests for the communicators of one process.
@@ -75,7 +78,6 @@ type Watcher struct {
 
 	mu    sync.Mutex
 	comms []Source
-	paths map[string]func() []string // by communicator ID
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -101,25 +103,7 @@ func (w *Watcher) Add(s Source) {
 func (w *Watcher) Remove(s Source) {
 	w.mu.Lock()
 	w.comms = slices.DeleteFunc(w.comms, func(x Source) bool { return x == s })
-	if !slices.ContainsFunc(w.comms, func(x Source) bool { return x.ID() == s.ID() }) {
-		delete(w.paths, s.ID())
-	}
 	w.mu.Unlock()
-}
-
-// SetPaths makes lines describe the network paths of communicator id in
-// this process's answers (nil: none).
-func (w *Watcher) SetPaths(id string, lines func() []string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.paths == nil {
-		w.paths = make(map[string]func() []string)
-	}
-	if lines == nil {
-		delete(w.paths, id)
-		return
-	}
-	w.paths[id] = lines
 }
 
 // Stop stops the watcher once its store wait returns (close the store
@@ -135,11 +119,7 @@ func (w *Watcher) State() ProcState {
 	defer w.mu.Unlock()
 	ps := ProcState{World: w.world, PID: os.Getpid()}
 	for _, c := range w.comms {
-		cs := CommState{Comm: c.ID(), Rank: c.Rank(), Snapshot: c.Snapshot()}
-		if f := w.paths[c.ID()]; f != nil {
-			cs.Paths = f()
-		}
-		ps.Comms = append(ps.Comms, cs)
+		ps.Comms = append(ps.Comms, CommState{Comm: c.ID(), Rank: c.Rank(), Snapshot: c.Snapshot(), Paths: c.Paths()})
 	}
 	return ps
 }

@@ -89,14 +89,16 @@ func TestExplainP2P(t *testing.T) {
 }
 
 type source struct {
-	id   string
-	rank int
-	snap trace.Snapshot
+	id    string
+	rank  int
+	snap  trace.Snapshot
+	paths []string
 }
 
 func (s *source) ID() string               { return s.id }
 func (s *source) Rank() int                { return s.rank }
 func (s *source) Snapshot() trace.Snapshot { return s.snap }
+func (s *source) Paths() []string          { return s.paths }
 
 // TestReport runs the dump protocol over a real store: two processes'
 // watchers answer, one rank is silent, and the report says so and lands in
@@ -181,10 +183,9 @@ func TestWatcherPaths(t *testing.T) {
 	}
 	wt := NewWatcher(s, 0)
 	defer func() { s.Close(); wt.Stop() }()
-	world, sub := &source{id: "world"}, &source{id: "sub"}
+	world, sub := &source{id: "world", paths: []string{"peer 1 path 0 up"}}, &source{id: "sub"}
 	wt.Add(world)
 	wt.Add(sub)
-	wt.SetPaths("world", func() []string { return []string{"peer 1 path 0 up"} })
 	ps := wt.State()
 	if len(ps.Comms) != 2 || strings.Join(ps.Comms[0].Paths, ";") != "peer 1 path 0 up" || ps.Comms[1].Paths != nil {
 		t.Fatalf("State = %+v", ps)
@@ -195,8 +196,7 @@ func TestWatcherPaths(t *testing.T) {
 		t.Fatalf("%s: %+v, %v", b, back, err)
 	}
 	wt.Remove(world)
-	wt.Add(world)
-	if ps := wt.State(); ps.Comms[1].Paths != nil {
-		t.Errorf("paths kept after the communicator was removed: %+v", ps)
+	if ps := wt.State(); len(ps.Comms) != 1 || ps.Comms[0].Comm != "sub" {
+		t.Errorf("State after the world was removed = %+v", ps)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -52,6 +53,13 @@ type Executor struct {
 	sinkR transport.SinkReceiver // t, if it can reduce straight from its buffers
 	sinkP transport.SinkPeers    // t, if only some peers' messages reach sinks straight
 	sinks []reduceSink           // one per concurrently running op
+	exch  transport.Exchanger    // t, if it can run a PairExchange fused
+	sinkS transport.SinkSender   // t, if it hands a sent message's pieces to a sink
+	sr    transport.SendReceiver // t, if it moves a send and a receive on one goroutine
+	xs    exchSink               // the fused exchange's arithmetic, reused
+	xMin  int                    // exchangeMin; tests lower it
+	pMin  int                    // pairMin; tests lower it
+	cMin  int                    // copySendMin; tests lower it
 
 	// For receive-reduce ops over peers without sinks: a second staging
 	// buffer and a reader goroutine per concurrently running op, made on
@@ -155,7 +163,12 @@ type run struct {
 	in, out []byte
 	scratch []byte
 	timed   bool
-	first   atomic.Int64 // when the first message arrived (Executor.first's unit), if timed
+	// In the current step: a Send whose source a Copy of the step also
+	// reads, and that Copy's destination, which the send fills from the
+	// transport's copy of each piece (copySend).
+	cpSend *sched.Op
+	cpDst  []byte
+	first  atomic.Int64 // when the first message arrived (Executor.first's unit), if timed
 }
 
 // received notes, in a timed run, that a message arrived.
@@ -177,6 +190,10 @@ func New(t transport.Transport, chunkBytes int) *Executor {
 	e.eager, _ = t.(transport.Eager)
 	e.sinkR, _ = t.(transport.SinkReceiver)
 	e.sinkP, _ = t.(transport.SinkPeers)
+	e.exch, _ = t.(transport.Exchanger)
+	e.sinkS, _ = t.(transport.SinkSender)
+	e.sr, _ = t.(transport.SendReceiver)
+	e.xMin, e.pMin, e.cMin = exchangeMin, pairMin, copySendMin
 	return e
 }
 
@@ -288,7 +305,15 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 		e.first = r.first.Load()
 		*r = run{} // drop references to the caller's buffers
 	}()
-	for si := range prog.Steps {
+	for si := 0; si < len(prog.Steps); si++ {
+		if ok, err := e.exchange(ctx, r, prog, si); ok {
+			if err != nil {
+				r.setErr(err)
+				return r.err
+			}
+			si++ // the next step ran fused with this one
+			continue
+		}
 		ops := prog.Steps[si].Ops
 		// Local ops, and small sends the transport can complete at once,
 		// are done here; of the ops that may wait on a peer, the last runs
@@ -303,11 +328,28 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 		// op, so there are workers enough. It takes a CPU for each: with
 		// fewer than overlapProcs the copy would only take turns with the
 		// messages' copies.
-		overlap := localBytes(ops, es) >= overlapMin && runtime.GOMAXPROCS(0) >= e.overlapProcs
+		cs, cc := e.copySend(ops, es)
+		local := localBytes(ops, es)
+		r.cpSend, r.cpDst = nil, nil
+		if cs >= 0 {
+			r.cpSend, r.cpDst = &ops[cs], r.region(ops[cc].Dst)
+			local -= len(r.cpDst)
+		}
+		if ok, err := e.pairStep(ctx, r, ops, cs, cc); ok {
+			if err != nil {
+				r.setErr(err)
+				return r.err
+			}
+			continue
+		}
+		overlap := local >= overlapMin && runtime.GOMAXPROCS(0) >= e.overlapProcs
 		inline, dispatched := -1, 0
 		for i := range ops {
 			op := &ops[i]
 			switch {
+			case i == cc:
+				// Done by the send.
+				continue
 			case op.Kind == sched.Copy || op.Kind == sched.LocalReduce:
 				if overlap {
 					continue
@@ -316,7 +358,7 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 					r.setErr(err)
 				}
 				continue
-			case e.eager != nil && op.Kind == sched.Send && op.Src.Len*es <= e.chunk:
+			case e.eager != nil && op.Kind == sched.Send && op.Src.Len*es <= e.chunk && i != cs:
 				ok, err := e.eager.TrySend(ctx, op.Peer, fp, r.region(op.Src))
 				if err != nil {
 					r.setErr(err)
@@ -341,7 +383,7 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 				e.testHookOverlap(dispatched)
 			}
 			for i := range ops {
-				if k := ops[i].Kind; k == sched.Copy || k == sched.LocalReduce {
+				if k := ops[i].Kind; (k == sched.Copy || k == sched.LocalReduce) && i != cc {
 					if err := e.runOp(ctx, r, &ops[i], -1); err != nil {
 						r.setErr(err)
 					}
@@ -361,6 +403,195 @@ func (e *Executor) Run(ctx context.Context, prog *sched.Program, fp *wire.Finger
 		}
 	}
 	return nil
+}
+
+// copySendMin is the size (bytes) from which a step's Copy whose source
+// the step also sends is done by the send, from the transport's copy of
+// each piece (transport.SinkSender), so the source is read from memory
+// once: an AllGather's own block. Below it the block is in the caches
+// and the copy measured faster on its own (2-rank AllGather 1–4 MiB
+// 1.13–1.51× slower with it).
+const copySendMin = reduce.StreamMin
+
+// copySend returns the indices of a Send and a Copy of ops with the same
+// source of at least copySendMin bytes, when the transport hands sent
+// pieces to sinks, or -1, -1.
+func (e *Executor) copySend(ops []sched.Op, es int) (send, cp int) {
+	if e.sinkS == nil {
+		return -1, -1
+	}
+	for i := range ops {
+		if ops[i].Kind != sched.Copy || ops[i].Src.Len*es < e.cMin || ops[i].Src == ops[i].Dst {
+			continue
+		}
+		for j := range ops {
+			if ops[j].Kind == sched.Send && ops[j].Src == ops[i].Src {
+				return j, i
+			}
+		}
+	}
+	return -1, -1
+}
+
+// pairMin is the size (bytes) of the larger message of a step of one
+// Send and one Recv with the same peer from which pairStep moves both on
+// one goroutine. Below it the step measured faster on two (2-rank
+// AllReduce 2–4 MiB 1.16–1.19× slower on one, under load): the messages
+// are a chunk or a few, and the receive starts when its first slot lands.
+const pairMin = reduce.StreamMin
+
+// pairStep runs a step made of a Send to and a Recv from one peer (and
+// the copy riding the send, cc, if any) on this goroutine, a ring slot
+// of each in turn (transport.SendReceiver), when the larger message is
+// at least pairMin bytes; it reports whether it did. Two goroutines
+// would each wait for the other's CPU on a host with a CPU per rank.
+func (e *Executor) pairStep(ctx context.Context, r *run, ops []sched.Op, cs, cc int) (bool, error) {
+	if e.sr == nil || len(ops) != 2+min(cc+1, 1) {
+		return false, nil
+	}
+	var snd, rcv *sched.Op
+	for i := range ops {
+		switch {
+		case i == cc:
+		case ops[i].Kind == sched.Send:
+			snd = &ops[i]
+		case ops[i].Kind == sched.Recv:
+			rcv = &ops[i]
+		}
+	}
+	if snd == nil || rcv == nil || snd.Peer != rcv.Peer {
+		return false, nil
+	}
+	a, c := r.region(snd.Src), r.region(rcv.Dst)
+	if max(len(a), len(c)) < e.pMin {
+		return false, nil
+	}
+	na, nc := e.chunks(len(a)), e.chunks(len(c))
+	stream := len(c) >= reduce.StreamMin
+	rsnk, ssnk := &e.sinks[0], &e.sinks[1]
+	defer func() { *rsnk, *ssnk = reduceSink{}, reduceSink{} }()
+	for i := range max(na, nc) {
+		var ps transport.Sink
+		if i < na && snd == r.cpSend {
+			*ssnk = reduceSink{dst: e.piece(r.cpDst, i), copy: true, stream: len(r.cpDst) >= reduce.StreamMin}
+			ps = ssnk
+		}
+		var err error
+		switch {
+		case i < na && i < nc:
+			d := e.piece(c, i)
+			*rsnk = reduceSink{dst: d, copy: true, stream: stream}
+			var ok bool
+			ok, err = e.sr.SendRecv(ctx, snd.Peer, r.fp, e.piece(a, i), ps, len(d), rsnk)
+			if !ok && err == nil {
+				if i == 0 {
+					return false, nil
+				}
+				err = fmt.Errorf("exec: the transport cannot move piece %d of a send and receive it moved piece 0 of", i)
+			}
+			if err == nil {
+				r.received()
+			}
+		case i < na && ps != nil:
+			err = e.sinkS.SendSink(ctx, snd.Peer, r.fp, e.piece(a, i), ps)
+		case i < na:
+			err = e.t.Send(ctx, snd.Peer, r.fp, e.piece(a, i))
+		default:
+			d := e.piece(c, i)
+			*rsnk = reduceSink{dst: d, copy: true, stream: stream}
+			if e.sinkR != nil {
+				err = e.sinkR.RecvSink(ctx, rcv.Peer, r.fp, len(d), rsnk)
+			} else {
+				err = e.t.Recv(ctx, rcv.Peer, r.fp, d)
+			}
+		}
+		if err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// exchangeMin is the size (bytes) of the larger message of a
+// sched.PairExchange from which it runs fused over a transport that can
+// (transport.Exchanger). Both ends decide alike: the larger message is
+// the same pair of lengths seen from either end.
+const exchangeMin = reduce.StreamMin
+
+// exchange runs steps si and si+1 of prog as one fused exchange if they
+// form a sched.PairExchange, the messages are large enough and the
+// transport reaches the peer that way; it reports whether it did.
+func (e *Executor) exchange(ctx context.Context, r *run, prog *sched.Program, si int) (bool, error) {
+	if e.exch == nil {
+		return false, nil
+	}
+	q, ok := sched.PairExchange(prog, si)
+	if !ok {
+		return false, nil
+	}
+	s1, s2 := prog.Steps[si].Ops, prog.Steps[si+1].Ops
+	snd, rr, rcv := &s1[0], &s1[1], &s2[1]
+	if snd.Kind != sched.Send {
+		snd, rr = rr, snd
+	}
+	if rcv.Kind != sched.Recv {
+		rcv = &s2[0]
+	}
+	a, b, d, c := r.region(snd.Src), r.region(rr.Src), r.region(rr.Dst), r.region(rcv.Dst)
+	if max(len(a), len(d)) < e.xMin || !e.exch.ExchangesWith(q) {
+		return false, nil
+	}
+	// The fused run writes piece j of c after reading piece j of a and
+	// before reading piece j+1 of b; in-place forms alias at equal
+	// offsets (PairExchange), which is safe.
+	if len(c) > 0 && ((len(a) > 0 && &a[0] != &c[0] && overlaps(a, c)) || overlaps(b, c)) {
+		return false, nil
+	}
+	e.xs = exchSink{dt: r.dt, op: r.op, src: b, dst: d, recv: c,
+		stream: len(d) >= reduce.StreamMin, streamRecv: len(c) >= reduce.StreamMin}
+	err := e.exch.Exchange(ctx, q, r.fp, a, len(d), &e.xs)
+	e.xs = exchSink{}
+	if err == nil {
+		r.received()
+	}
+	return true, err
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// exchSink is a fused exchange's arithmetic (transport.ExchangeSink):
+// dst = src ⊕ the peer's first message, written both into the piece sent
+// back and into dst; the peer's reduced message lands in recv. Large
+// destinations are written around the caches, as a receive's are.
+type exchSink struct {
+	dt                 reduce.DType
+	op                 reduce.Op
+	src, dst, recv     []byte
+	stream, streamRecv bool
+}
+
+func (s *exchSink) Reduce(off int, out, in []byte) {
+	reduce.Apply(s.dt, s.op, out, s.src[off:off+len(in)], in)
+	if d := s.dst[off : off+len(out)]; s.stream {
+		reduce.CopyStream(d, out)
+	} else {
+		copy(d, out)
+	}
+}
+
+func (s *exchSink) Land(off int, b []byte) {
+	if d := s.recv[off : off+len(b)]; s.streamRecv {
+		reduce.CopyStream(d, b)
+	} else {
+		copy(d, b)
+	}
 }
 
 // setErr records the first error of a run and reports it.
@@ -468,6 +699,20 @@ func (e *Executor) runOp(ctx context.Context, r *run, op *sched.Op, slot int) er
 	switch op.Kind {
 	case sched.Send:
 		src := r.region(op.Src)
+		if op == r.cpSend {
+			// The step's copy of src rides along: each piece is copied
+			// on from the transport's copy, warm in the cache.
+			stream := len(r.cpDst) >= reduce.StreamMin
+			for i, n := 0, e.chunks(len(src)); i < n; i++ {
+				*snk = reduceSink{dst: e.piece(r.cpDst, i), copy: true, stream: stream}
+				err := e.sinkS.SendSink(ctx, op.Peer, r.fp, e.piece(src, i), snk)
+				*snk = reduceSink{}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		for i, n := 0, e.chunks(len(src)); i < n; i++ {
 			if err := t.Send(ctx, op.Peer, r.fp, e.piece(src, i)); err != nil {
 				return err

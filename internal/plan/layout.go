@@ -96,7 +96,7 @@ func (p *Planner) linkCosts() algo.LinkCosts {
 }
 
 // layoutColls are the collectives with layout algorithms.
-var layoutColls = []sched.Coll{sched.AllReduce, sched.AllGather, sched.ReduceScatter, sched.Broadcast, sched.Reduce, sched.Barrier}
+var layoutColls = []sched.Coll{sched.AllReduce, sched.AllGather, sched.ReduceScatter, sched.Broadcast, sched.Reduce, sched.Barrier, sched.AllToAll}
 
 // maxLinkRanks is the most ranks whose flat programs the planner prices
 // link by link (onHosts); a larger communicator spanning hosts prices them

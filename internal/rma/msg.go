@@ -84,6 +84,12 @@ func (w *Window) request(parent context.Context, q *peer, h *header, loc []byte,
 	h.encode(hb[:])
 	rows, n := h.payloadRows()
 	q.sendMu.Lock()
+	if ctx.Err() != nil {
+		// Nothing of this request went out: the stream to q is as it
+		// was, and the window stays usable.
+		q.sendMu.Unlock()
+		return w.failed(q, pd, w.ctxErr(parent, ctx))
+	}
 	err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
 	if err == nil && h.op != opGet {
 		err = w.sendRows(ctx, q, loc, locPitch, rows, n)

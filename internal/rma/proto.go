@@ -105,7 +105,7 @@ func (h *header) decode(b []byte) error {
 	if h.rows > maxRows {
 		return fmt.Errorf("%w: %d rows", errBadHeader, h.rows)
 	}
-	if h.n > maxPayload || h.n*uint64(max(h.rows, 1)) > maxPayload {
+	if h.n > maxPayload || h.rows > 0 && h.n > maxPayload/uint64(h.rows) { // rows × n would overflow
 		return fmt.Errorf("%w: %d rows of %d bytes", errBadHeader, max(h.rows, 1), h.n)
 	}
 	if h.off > math.MaxInt64 || h.pitch > math.MaxInt64 {

@@ -552,9 +552,36 @@ func TestRequestTimeout(t *testing.T) {
 	}
 }
 
+// TestDecodePayloadBound: a header whose rows × bytes exceed maxPayload
+// is refused, also where the product wraps around 2^64 (a hostile peer
+// would otherwise make the target drain that many bytes).
+func TestDecodePayloadBound(t *testing.T) {
+	for _, tt := range []struct {
+		rows uint32
+		n    uint64
+		ok   bool
+	}{
+		{0, maxPayload, true},
+		{0, maxPayload + 1, false},
+		{1 << 10, maxPayload >> 10, true},
+		{1 << 10, maxPayload>>10 + 1, false},
+		{1 << 31, 1 << 33, false}, // 2^64: 0 in uint64
+		{1<<31 - 1, 1<<33 + 3, false},
+	} {
+		var b [headerSize]byte
+		(&header{op: opPut, rows: tt.rows, n: tt.n}).encode(b[:])
+		var h header
+		if err := h.decode(b[:]); (err == nil) != tt.ok {
+			t.Errorf("%d rows of %d bytes: decode error %v, want accepted %v", tt.rows, tt.n, err, tt.ok)
+		}
+	}
+}
+
 func FuzzDecodeHeader(f *testing.F) {
 	var b [headerSize]byte
 	(&header{op: opPut, win: 1, nonce: 2, off: 3, n: 4}).encode(b[:])
+	f.Add(b[:])
+	(&header{op: opPut, rows: 1 << 31, n: 1 << 33}).encode(b[:])
 	f.Add(b[:])
 	(&header{op: opGet, rows: 3, n: 4, pitch: 8}).encode(b[:])
 	f.Add(b[:])
@@ -571,7 +598,7 @@ func FuzzDecodeHeader(f *testing.F) {
 			t.Fatalf("decode/encode changed the header: %x -> %x", in, out)
 		}
 		rows, n := h.payloadRows()
-		if rows*n > maxPayload || rows < 0 || n < 0 {
+		if rows < 0 || n < 0 || rows > 0 && n > maxPayload/rows {
 			t.Fatalf("payload of %d rows of %d bytes accepted", rows, n)
 		}
 		if w.validate(&h) == stOK && h.op != opReply {

@@ -36,11 +36,15 @@ const (
 	// CheckCausality: at the end of a barrier a rank has not heard, directly
 	// or through others, from every rank.
 	CheckCausality
+	// CheckFusion: a rank's steps form a fused exchange (PairExchange)
+	// with a peer whose matching steps do not, so the two ends would
+	// order the pieces of their messages differently.
+	CheckFusion
 )
 
 var checkNames = [...]string{CheckSpec: "spec", CheckOp: "op", CheckConflict: "conflict",
 	CheckDeadlock: "deadlock", CheckLength: "length", CheckReduce: "reduce",
-	CheckResult: "result", CheckCausality: "causality"}
+	CheckResult: "result", CheckCausality: "causality", CheckFusion: "fusion"}
 
 // String returns the check's short name, e.g. "deadlock".
 func (c Check) String() string {
@@ -113,6 +117,8 @@ func (e *Error) Error() string {
 //     after a Barrier every rank must have heard from every rank: messages
 //     carry what their sender had heard of when its step began, and a
 //     forwarded message also what its own receive brought.
+//  4. Fusion (CheckFusion): where a rank's steps form a PairExchange, the
+//     peer's steps at the matching messages form one too.
 //
 // Verify is exact, not sampled. Buffers of up to a few thousand elements are
 // modelled element by element; larger ones as runs (stretches of elements
@@ -141,7 +147,13 @@ func Verify(s Spec, progs []*Program) error {
 	if err := v.run(); err != nil {
 		return err
 	}
-	return v.checkResults()
+	if err := v.checkResults(); err != nil {
+		return err
+	}
+	if err := checkFusions(progs); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Storage kinds. With in-place aliasing In and Out resolve to one of them.

@@ -79,6 +79,9 @@ func (v *Values) Overlay(c Config) error {
 	put(v, c.CPUAffinity != "", &v.CPUAffinity, c.CPUAffinity, "HCOMM_CPU_AFFINITY")
 	put(v, c.ShmCMA != 0, &v.ShmCMA, max(c.ShmCMA, 0), "HCOMM_SHM_CMA")
 	put(v, c.ZeroCopy != 0, &v.ZeroCopy, max(c.ZeroCopy, 0), "HCOMM_ZERO_COPY")
+	if c.ZeroCopy != 0 {
+		v.ZeroCopyFixed = c.ZeroCopy > 0
+	}
 	put(v, c.CopyEngine != 0, &v.CopyEngine, max(c.CopyEngine, -1), "HCOMM_COPY_ENGINE")
 	if err := parsed(v, c.Yield, &v.Yield, ParseYield, "Yield", "HCOMM_YIELD"); err != nil {
 		return err

@@ -58,6 +58,7 @@ func TestOverlay(t *testing.T) {
 		{c: Config{NSocks: 4}, check: func(v Values) bool { return v.NSocks == 4 }, source: "HCOMM_NSOCKS"},
 		{c: Config{ShmCMA: -5}, check: func(v Values) bool { return v.ShmCMA == 0 }, source: "HCOMM_SHM_CMA"},
 		{c: Config{ZeroCopy: -5}, check: func(v Values) bool { return v.ZeroCopy == 0 }, source: "HCOMM_ZERO_COPY"},
+		{c: Config{ZeroCopy: 1 << 20}, check: func(v Values) bool { return v.ZeroCopy == 1<<20 && v.ZeroCopyFixed }, source: "HCOMM_ZERO_COPY"},
 		{c: Config{CopyEngine: -5}, check: func(v Values) bool { return v.CopyEngine == -1 }, source: "HCOMM_COPY_ENGINE"},
 		{c: Config{Yield: "0"}, check: func(v Values) bool { return v.Yield == -1 }, source: "HCOMM_YIELD"},
 		{c: Config{Yield: "maybe"}, wantErr: "Config.Yield"},

@@ -88,6 +88,7 @@ type Values struct {
 	ShmCMA         int           // 0: off
 	NoShmSlots     bool          // HCOMM_SHM_SLOTS=0: small collectives keep their schedules
 	ZeroCopy       int           // 0: off
+	ZeroCopyFixed  bool          // ZeroCopy is an explicit size: no rule (zcopy.Ordinary)
 	CopyEngine     int           // 0: auto, < 0: off, > 0: the least bytes
 	Yield          int           // 1 on, -1 off, 0 auto
 	TCPPoll        time.Duration // 0: the transport's default, < 0: never poll
@@ -102,7 +103,7 @@ type Values struct {
 	Topology       string // "" (auto) or "off"
 	RankTable      string // topology file path, or ""
 	CPUAffinity    string // HCOMM_CPU_AFFINITY as given ("" = auto), checked by the topology layer
-	BindTo         string // HCOMM_BIND_TO as given ("" = none), checked by the topology layer
+	BindTo         string // HCOMM_BIND_TO as given ("" = auto), checked by the topology layer
 	LocalSize      int    // HCOMM_LOCAL_SIZE (set by hcomm run), or 0
 	Trace          string // trace-event file name pattern (HCOMM_TRACE), or ""
 	// ProcsSet says the environment sets GOMAXPROCS: oversubscribed ranks
@@ -295,20 +296,28 @@ var Table = []Var{
 			}
 			return strconv.Itoa(v.ShmCMA)
 		}},
-	{Name: "HCOMM_ZERO_COPY", Type: "size", Default: "256K", Field: "ZeroCopy",
-		Doc: "size from which collectives on registered memory (Comm.Alloc) copy directly between ranks' buffers; 0 = off",
+	{Name: "HCOMM_ZERO_COPY", Type: "size|auto|off", Default: "auto", Field: "ZeroCopy",
+		Doc: "size from which collectives on registered memory (Comm.Alloc) copy directly between ranks' buffers; auto = from 256K except where the ordinary program measured faster (2 ranks: Broadcast below 8M); 0 = off",
 		parse: func(v *Values, s string) error {
-			if s == "off" {
+			v.ZeroCopyFixed = false
+			switch s {
+			case "off":
 				v.ZeroCopy = 0
+				return nil
+			case "auto":
+				v.ZeroCopy = DefaultZeroCopy
 				return nil
 			}
 			n, err := ParseSizeInt(s)
-			v.ZeroCopy = n
+			v.ZeroCopy, v.ZeroCopyFixed = n, true
 			return err
 		},
 		show: func(v *Values) string {
-			if v.ZeroCopy <= 0 {
+			switch {
+			case v.ZeroCopy <= 0:
 				return "off"
+			case !v.ZeroCopyFixed:
+				return "auto"
 			}
 			return strconv.Itoa(v.ZeroCopy)
 		}},
@@ -544,12 +553,12 @@ var Table = []Var{
 		Doc: "set by hcomm run: the rank within the host (Init logs it)"},
 	{Name: "HCOMM_LOCAL_SIZE", Type: "int", Scope: Program,
 		Doc: "set by hcomm run: the number of ranks on the host"},
-	{Name: "HCOMM_BIND_TO", Type: "none|core|numa", Default: "none",
-		Doc:   "set by hcomm run --bind-to on the ranks it starts through --rsh: the rank binds itself at Init (by HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE), as hcomm run binds the ranks it starts on its own machine",
+	{Name: "HCOMM_BIND_TO", Type: "auto|none|core|numa", Default: "auto",
+		Doc:   "set by hcomm run --bind-to: core or numa on the ranks it starts through --rsh (the rank binds itself at Init by HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE, as hcomm run binds the ranks it starts on its own machine); auto: where several hosts of the job share a machine (network namespaces, containers) and none of their ranks is bound, each binds itself at Init to its share of the machine's CPUs, so the hosts' leaders run on different CPUs; none: never bound",
 		parse: stringVar(func(v *Values) *string { return &v.BindTo }),
 		show: func(v *Values) string {
 			if v.BindTo == "" {
-				return "none"
+				return "auto"
 			}
 			return v.BindTo
 		}},

@@ -178,7 +178,7 @@ func TestLoad(t *testing.T) {
 	}
 	want := Values{Rank: 2, Size: 4, RankVars: "HCOMM_RANK,HCOMM_SIZE", Launcher: "hcomm", LocalRank: -1, MasterAddr: "10.0.0.1", MasterPort: "29500",
 		JobID: "77//", Timeout: 0, Algo: "ring", ChunkBytes: 4 << 20, Debug: "INFO", ConnectTimeout: 30 * time.Second,
-		Transport: "tcp", NSocks: 4, Hostname: "node7", ShmCMA: 1 << 20, ZeroCopy: 1 << 20, Yield: -1, TCPPoll: -1, Checksum: true,
+		Transport: "tcp", NSocks: 4, Hostname: "node7", ShmCMA: 1 << 20, ZeroCopy: 1 << 20, ZeroCopyFixed: true, Yield: -1, TCPPoll: -1, Checksum: true,
 		CheckResults: true, DumpSignal: "USR1", ProcsSet: true}
 	want.Source = v.Source
 	if !reflect.DeepEqual(v, want) {
@@ -501,6 +501,38 @@ func TestKubernetesManifest(t *testing.T) {
 		}
 		if v.Rank != i || v.Size != size || v.Launcher != "Kubernetes" || v.MasterAddr == "" || v.MasterPort != env["MASTER_PORT"] || v.Token == "" {
 			t.Errorf("pod %d reads rank %d size %d launcher %q master %s:%s", i, v.Rank, v.Size, v.Launcher, v.MasterAddr, v.MasterPort)
+		}
+	}
+}
+
+// HCOMM_ZERO_COPY: auto (the default) is 256 KiB with the measured rule,
+// a size is that size at every size, off is off.
+func TestZeroCopyForms(t *testing.T) {
+	for _, tc := range []struct {
+		set   string // "": unset
+		n     int
+		fixed bool
+		show  string
+	}{
+		{"", DefaultZeroCopy, false, "auto"},
+		{"auto", DefaultZeroCopy, false, "auto"},
+		{"256K", 256 << 10, true, "262144"},
+		{"1", 1, true, "1"},
+		{"off", 0, false, "off"},
+		{"0", 0, true, "off"},
+	} {
+		v, err := Load(func(name string) (string, bool) {
+			if name == "HCOMM_ZERO_COPY" && tc.set != "" {
+				return tc.set, true
+			}
+			return "", false
+		})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.set, err)
+		}
+		zc, _ := Lookup("HCOMM_ZERO_COPY")
+		if v.ZeroCopy != tc.n || (v.ZeroCopy > 0 && v.ZeroCopyFixed != tc.fixed) || zc.show(&v) != tc.show {
+			t.Errorf("HCOMM_ZERO_COPY=%q: %d fixed %v (%s), want %d fixed %v (%s)", tc.set, v.ZeroCopy, v.ZeroCopyFixed, zc.show(&v), tc.n, tc.fixed, tc.show)
 		}
 	}
 }

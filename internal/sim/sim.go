@@ -15,9 +15,10 @@
 // each a FIFO server: a core of the host (shared-memory copies, b·β) and
 // the host's memory bandwidth for intra-host chunks; the sending host's
 // NIC, the receiving host's NIC and, between racks, both racks' uplinks
-// for the others. Flows crossing one resource therefore share its
-// bandwidth, chunk by chunk. A receive-reduce occupies a core of the
-// receiving host for b·γ after the chunk arrived. A chunk leaves when
+// for the others, after NetCPU on a core of the sender's host (hosts
+// of one machine sharing its cores: HostsPerMachine). Flows crossing one
+// resource therefore share its bandwidth, chunk by chunk. A receive-reduce
+// occupies a core of the receiving host for b·γ after the chunk arrived. A chunk leaves when
 // the sender reaches it, and the sender moves on when it has arrived —
 // or at once for a one-chunk send the transport buffers (SHMEager,
 // NetEager: transport.Eager). Over shared memory the host's cache speeds
@@ -242,6 +243,11 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 	hosts := (n + t.RanksPerHost - 1) / t.RanksPerHost
 	if t.HostsPerRack > 0 && hosts > t.HostsPerRack {
 		Q = t.RanksPerHost * t.HostsPerRack
+	}
+	if pm := t.perMachine(); pm > 1 {
+		// Hosts share their machine's cores: the topology repeats every
+		// machine at the least.
+		Q = lcm(Q, min(t.RanksPerHost*pm, n))
 	}
 	// XOR by multiples of L maps hosts and racks onto hosts and racks only
 	// when their sizes are powers of two.
@@ -487,7 +493,7 @@ type machine struct {
 	markSend, markRecv []int32
 	stamp              int32
 
-	cores  []float64 // per simulated host, t.cores() each: busy until
+	cores  []float64 // per simulated machine (host), t.cores() each: busy until
 	mem    []float64 // per simulated host
 	nicTx  []float64
 	nicRx  []float64
@@ -523,7 +529,8 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	m.chunk = max(8, m.chunk&^7)
 	m.eager = [nClass]int64{min(t.SHMEager, m.chunk), min(t.NetEager, m.chunk), min(t.NetEager, m.chunk)}
 	m.hostsSim, m.racksSim = t.hostsRacks(S)
-	m.cores = make([]float64, m.hostsSim*t.cores())
+	pm := t.perMachine()
+	m.cores = make([]float64, (m.hostsSim+pm-1)/pm*t.cores())
 	m.mem = make([]float64, m.hostsSim)
 	m.nicTx = make([]float64, m.hostsSim)
 	m.nicRx = make([]float64, m.hostsSim)
@@ -634,13 +641,20 @@ func (m *machine) pop() event {
 	return top
 }
 
-// core reserves the earliest free core of host h at time now for work
-// seconds and returns when the work starts.
-func (m *machine) core(h int, now, work float64) float64 {
+// coresOf returns the busy-until times of the cores of simulated host h
+// (its machine's).
+func (m *machine) coresOf(h int) []float64 {
 	c := m.t.cores()
-	cs := m.cores[h*c : (h+1)*c]
+	h /= m.t.perMachine()
+	return m.cores[h*c : (h+1)*c]
+}
+
+// core reserves the earliest free core of simulated host h at time now
+// for work seconds and returns when the work starts.
+func (m *machine) core(h int, now, work float64) float64 {
+	cs := m.coresOf(h)
 	k := 0
-	for i := 1; i < c; i++ {
+	for i := 1; i < len(cs); i++ {
 		if cs[i] < cs[k] {
 			k = i
 		}
@@ -664,10 +678,9 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin, gap f
 	case hs == hd:
 		cls = ClassSHM
 		h := m.simHost(hs)
-		c := t.cores()
-		cs := m.cores[h*c : (h+1)*c]
+		cs := m.coresOf(h)
 		ci := 0
-		for i := 1; i < c; i++ {
+		for i := 1; i < len(cs); i++ {
 			if cs[i] < cs[ci] {
 				ci = i
 			}
@@ -679,6 +692,15 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin, gap f
 		dur = fb*max(t.SHM.Beta, 1/t.MemBW) + sw
 	default:
 		s, d := m.simHost(hs), m.simHost(hd)
+		if t.NetCPU > 0 {
+			// The sender's system calls and protocol work hold a core of
+			// its host for every chunk; the first leaves once its share
+			// is done.
+			cpu := m.core(s, now, float64(k)*t.NetCPU)
+			bd.Queue += cpu - now
+			bd.Alpha += t.NetCPU
+			now = cpu + t.NetCPU
+		}
 		rs, rd := m.rack(hs), m.rack(hd)
 		l := t.Net
 		bw := min(t.NICBW, t.rxBW())

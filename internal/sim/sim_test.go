@@ -884,3 +884,78 @@ func TestWorkingSet(t *testing.T) {
 		}
 	}
 }
+
+// TestNetCPU: a network message costs NetCPU on a core of its sender's
+// machine before it leaves. Hosts with cores of their own pay it once per
+// step; hosts sharing one machine's cores (network namespaces) take turns:
+// 4 ranks' rd AllReduce (2 steps of one small message each) on one core
+// is 8 sends' CPU time and a last α, on two about half of it.
+func TestNetCPU(t *testing.T) {
+	const alpha, cpu = 1e-6, 10e-6
+	tp := Default()
+	tp.RanksPerHost, tp.HostsPerRack, tp.Cores = 1, 0, 1
+	tp.Net = Link{Alpha: alpha, Beta: 1e-15}
+	tp.NICBW, tp.UplinkBW = 1e15, 1e15
+	tp.Gamma, tp.CopyBeta = 0, 0
+	tp.NetCPU = cpu
+	rd := lookup(t, sched.AllReduce, "rd")
+	for _, c := range []struct {
+		perMachine, cores int
+		lo, hi            float64
+	}{
+		{0, 1, 2 * (cpu + alpha), 2 * (cpu + alpha)}, // a core per host: never queues
+		{4, 1, 8*cpu + alpha, 8*cpu + alpha},         // one core for all 8 sends
+		{4, 2, 4*cpu + alpha, 5*cpu + 2*alpha},       // two cores
+		{2, 1, 4*cpu + alpha, 5*cpu + 2*alpha},       // two machines of one core
+	} {
+		tc := tp
+		tc.HostsPerMachine, tc.Cores = c.perMachine, c.cores
+		r, err := Simulate(tc, rd, sched.AllReduce, 4, 8, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Time < c.lo*(1-1e-6) || r.Time > c.hi*(1+1e-6) {
+			t.Errorf("%d hosts per machine of %d cores: %g s, want %g to %g", c.perMachine, c.cores, r.Time, c.lo, c.hi)
+		}
+		if !near(r.Critical.Total(), r.Time, 1e-9) {
+			t.Errorf("%d hosts per machine of %d cores: critical path %g, time %g", c.perMachine, c.cores, r.Critical.Total(), r.Time)
+		}
+	}
+	tc := tp
+	tc.HostsPerMachine = 4
+	if s := tc.String(4); !strings.Contains(s, "1 cores per machine of up to 4 hosts, 10 µs of a core per network message") {
+		t.Errorf("String: %s", s)
+	}
+	// One period of machines stands for all of them.
+	tq := Default()
+	tq.RanksPerHost, tq.HostsPerRack, tq.HostsPerMachine, tq.Cores = 2, 0, 4, 2
+	tq.NetCPU = 5e-6
+	for _, c := range []struct {
+		name  string
+		bytes int64
+	}{{"ring", 4096}, {"ring", 1 << 20}, {"rd", 8}, {"hd", 1 << 20}} {
+		a := lookup(t, sched.AllReduce, c.name)
+		q, err := Simulate(tq, a, sched.AllReduce, 32, c.bytes, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Simulate(tq, a, sched.AllReduce, 32, c.bytes, Options{NoQuotient: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Simulated >= 32 || !near(q.Time, f.Time, 1e-9) {
+			t.Errorf("%s %d B: %d ranks simulated give %g s, all 32 give %g", c.name, c.bytes, q.Simulated, q.Time, f.Time)
+		}
+	}
+	for _, bad := range []func(*Topology){
+		func(t *Topology) { t.NetCPU = -1e-6 },
+		func(t *Topology) { t.NetCPU = 2 },
+		func(t *Topology) { t.HostsPerMachine = -1 },
+	} {
+		tb := tp
+		bad(&tb)
+		if tb.Check() == nil {
+			t.Errorf("%+v accepted", tb)
+		}
+	}
+}

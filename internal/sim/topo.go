@@ -47,7 +47,15 @@ type Topology struct {
 	// Cores is the number of CPU cores of a host that copy through shared
 	// memory and reduce: an intra-host chunk occupies a core for b·SHM.Beta
 	// seconds and a reduction for b·Gamma (0: RanksPerHost, one per rank).
+	// With HostsPerMachine, the cores of a machine, shared by its hosts.
 	Cores int `json:"cores,omitempty"`
+	// HostsPerMachine groups hosts that run on one machine's Cores:
+	// network namespaces on one kernel, as scripts/simval/measure_tcp.sh's
+	// test bed, each a host with its own (shaped) link but all sharing the
+	// machine's CPUs, so that one host's CPU work (copies, reductions,
+	// NetCPU) queues behind another's. 0 or 1: every host has its own
+	// cores.
+	HostsPerMachine int `json:"hosts_per_machine,omitempty"`
 
 	SHM  Link `json:"shm"`  // between ranks of one host
 	Net  Link `json:"net"`  // between hosts of one rack
@@ -135,6 +143,15 @@ type Topology struct {
 	// its turn finds what it last touched evicted by the ranks that ran
 	// between, so less of the cache's speed-up is left. 0: CacheFactor.
 	SHMTurnCache float64 `json:"shm_turn_cache,omitempty"`
+	// NetCPU is the CPU time a network message (a chunk) costs on a core
+	// of its sender's host (its machine's, with HostsPerMachine): the
+	// system calls and the kernel's protocol work, which over a veth pair
+	// includes delivering it into the receiving namespace. It queues
+	// behind the other work of those cores (other ranks' sends, copies,
+	// reductions), so ranks outnumbering the cores take turns, and the
+	// chunk leaves when it is done: on idle cores it is part of the
+	// message's latency, beside Net.Alpha (and Rack.Alpha). 0: none.
+	NetCPU float64 `json:"net_cpu,omitempty"`
 	// SHMEager and NetEager are the largest sends the transports buffer
 	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
 	// a send of one chunk no larger completes for the sender as soon as the
@@ -264,8 +281,11 @@ func (t Topology) Check() error {
 	if t.RanksPerHost < 1 {
 		errs = append(errs, fmt.Errorf("ranks_per_host %d < 1", t.RanksPerHost))
 	}
-	if t.HostsPerRack < 0 || t.Cores < 0 || t.ChunkBytes < 0 || t.SHMEager < 0 || t.NetEager < 0 {
-		errs = append(errs, errors.New("negative hosts_per_rack, cores, chunk_bytes, shm_eager or net_eager"))
+	if t.HostsPerRack < 0 || t.Cores < 0 || t.ChunkBytes < 0 || t.SHMEager < 0 || t.NetEager < 0 || t.HostsPerMachine < 0 {
+		errs = append(errs, errors.New("negative hosts_per_rack, cores, chunk_bytes, shm_eager, net_eager or hosts_per_machine"))
+	}
+	if !(t.NetCPU >= 0) || t.NetCPU > 1 {
+		errs = append(errs, fmt.Errorf("net_cpu %g s out of range", t.NetCPU))
 	}
 	for _, l := range []struct {
 		name string
@@ -333,6 +353,9 @@ func (t Topology) most(n int) int {
 	return most
 }
 
+// perMachine returns the hosts sharing a machine's cores (at least 1).
+func (t Topology) perMachine() int { return max(1, t.HostsPerMachine) }
+
 func (t Topology) cores() int {
 	if t.Cores > 0 {
 		return t.Cores
@@ -343,9 +366,16 @@ func (t Topology) cores() int {
 // String summarises the topology for n ranks in one line.
 func (t Topology) String(n int) string {
 	hosts, racks := t.hostsRacks(n)
-	return fmt.Sprintf("%d ranks: %d host(s) × %d ranks, %d rack(s); shm α %.3g µs β %.3g GB/s, net α %.3g µs %.3g GB/s, rack α %.3g µs; NIC %.3g GB/s, uplink %.3g GB/s, %d cores/host",
+	cores := fmt.Sprintf("%d cores/host", t.cores())
+	if pm := t.perMachine(); pm > 1 {
+		cores = fmt.Sprintf("%d cores per machine of up to %d hosts", t.cores(), pm)
+	}
+	if t.NetCPU > 0 {
+		cores += fmt.Sprintf(", %.3g µs of a core per network message", t.NetCPU*1e6)
+	}
+	return fmt.Sprintf("%d ranks: %d host(s) × %d ranks, %d rack(s); shm α %.3g µs β %.3g GB/s, net α %.3g µs %.3g GB/s, rack α %.3g µs; NIC %.3g GB/s, uplink %.3g GB/s, %s",
 		n, hosts, min(n, t.RanksPerHost), racks, t.SHM.Alpha*1e6, gbps(t.SHM.Beta), t.Net.Alpha*1e6, gbps(t.Net.Beta),
-		t.Rack.Alpha*1e6, t.NICBW/1e9, t.UplinkBW/1e9, t.cores())
+		t.Rack.Alpha*1e6, t.NICBW/1e9, t.UplinkBW/1e9, cores)
 }
 
 func gbps(beta float64) float64 {

@@ -571,18 +571,24 @@ func (ctxDeadline) Unwrap() []error { return []error{errs.ErrTimeout, context.De
 // stream is added when it is made and removed by its exit hook (Start's
 // onExit).
 type Set[C any] struct {
-	mu sync.Mutex
-	m  map[*Stream[C]]struct{}
+	mu     sync.Mutex
+	m      map[*Stream[C]]struct{}
+	closed bool // Close was called: the communicator is closed
 }
 
-// Add puts s in the set.
-func (t *Set[C]) Add(s *Stream[C]) {
+// Add puts s in the set and reports whether it did: once the set is
+// closed it does not, and the caller closes s itself.
+func (t *Set[C]) Add(s *Stream[C]) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
 	if t.m == nil {
 		t.m = map[*Stream[C]]struct{}{}
 	}
 	t.m[s] = struct{}{}
+	return true
 }
 
 // Remove takes s out of the set.
@@ -597,6 +603,7 @@ func (t *Set[C]) Remove(s *Stream[C]) {
 func (t *Set[C]) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closed = true
 	for s := range t.m {
 		s.Close()
 	}

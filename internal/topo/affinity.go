@@ -15,7 +15,8 @@ const (
 
 // Bind returns the CPUs local rank local of localSize ranks on machine m
 // should be bound to under policy, given the CPUs the launcher may use
-// (allowed); nil means no binding. core deals the allowed CPUs out in
+// (allowed); nil means no binding (none, and auto, which binds at Init
+// only where hosts share a machine: Topology.SpreadShared). core deals the allowed CPUs out in
 // order, one per local rank, wrapping when the ranks outnumber them; numa
 // spreads the local ranks evenly over the NUMA nodes that hold allowed
 // CPUs, consecutive local ranks on the same node, and binds each to its
@@ -25,7 +26,7 @@ func Bind(policy string, m Machine, allowed []int, local, localSize int) ([]int,
 		return nil, fmt.Errorf("topo: local rank %d of %d", local, localSize)
 	}
 	switch policy {
-	case "", BindNone:
+	case "", BindNone, BindAuto:
 		return nil, nil
 	case BindCore:
 		if len(allowed) == 0 {
@@ -48,7 +49,7 @@ func Bind(policy string, m Machine, allowed []int, local, localSize int) ([]int,
 		}
 		return nodes[local*len(nodes)/localSize], nil
 	}
-	return nil, fmt.Errorf("topo: --bind-to %q: want none, core or numa", policy)
+	return nil, fmt.Errorf("topo: --bind-to %q: want auto, none, core or numa", policy)
 }
 
 // Poll says where a rank's polling goroutines run: HCOMM_CPU_AFFINITY.

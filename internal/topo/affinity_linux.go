@@ -129,3 +129,34 @@ func CurrentCPU() int {
 	}
 	return int(c)
 }
+
+// testMoved, set by tests before use, is called by MoveOff between the
+// narrowing of the thread's affinity and its restore.
+var testMoved func()
+
+// MoveOff moves the calling thread off CPU c when its affinity allows c
+// and at least n (and 2) CPUs, and puts its affinity back as it was:
+// nothing stays bound, the kernel just places the thread elsewhere once.
+// It reports whether it moved the thread.
+func MoveOff(c, n int) bool {
+	// Narrowed and put back on one thread: the goroutine could otherwise
+	// run on another thread between the two, and the first would stay
+	// bound (LockOSThread nests: a locked caller stays locked).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil || !set.IsSet(c) || set.Count() < n || set.Count() < 2 {
+		return false
+	}
+	set.Clear(c)
+	if unix.SchedSetaffinity(0, &set) != nil {
+		return false
+	}
+	if h := testMoved; h != nil {
+		h()
+	}
+	set.Set(c)
+	// If this fails the thread stays off c only; it can run elsewhere.
+	unix.SchedSetaffinity(0, &set)
+	return true
+}

@@ -28,3 +28,6 @@ func BindProcess(cpus []int) error { return nil }
 
 // CurrentCPU returns -1: where the thread runs is not known here.
 func CurrentCPU() int { return -1 }
+
+// MoveOff does nothing where threads cannot be given CPUs.
+func MoveOff(c, n int) bool { return false }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 )
 
@@ -13,7 +14,7 @@ import (
 // CPU lists. A card of a machine with hundreds of CPUs and dozens of NICs
 // stays within a few hundred bytes.
 const (
-	cardVersion = 1
+	cardVersion = 2 // 2: the process id
 	// MaxCardBytes bounds an encoded card.
 	MaxCardBytes = 64 << 10
 	maxString    = 4 << 10
@@ -66,6 +67,7 @@ func (c *Card) MarshalBinary() ([]byte, error) {
 		}
 		b = append(b, up)
 	}
+	num(c.PID)
 	if err == nil && len(b) > MaxCardBytes {
 		err = fmt.Errorf("topo: card of %d bytes", len(b))
 	}
@@ -112,6 +114,7 @@ func (c *Card) UnmarshalBinary(b []byte) error {
 		}
 		out.NICs = append(out.NICs, n)
 	}
+	out.PID = d.num()
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("topo: %d bytes after the card", len(d.b))
 	}
@@ -235,7 +238,9 @@ func Discover(host, dataIP string) (Card, error) {
 	if err != nil {
 		return Card{}, fmt.Errorf("topo: CPU affinity: %w", err)
 	}
-	return NewCard(m, host, cpus, dataIP, InterfaceAddrs()), nil
+	c := NewCard(m, host, cpus, dataIP, InterfaceAddrs())
+	c.PID = os.Getpid()
+	return c, nil
 }
 
 // InterfaceAddrs maps this machine's interfaces to their addresses.

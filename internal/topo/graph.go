@@ -29,6 +29,7 @@ type Rank struct {
 	Local int // index of the rank among its host's ranks
 	NUMA  int // -1 when unknown or spanning nodes
 	CPUs  []int
+	PID   int // the rank's process id, 0 when unknown
 }
 
 // Host is one host of the job.
@@ -93,7 +94,7 @@ func Build(cards []Card, f *File) (*Topology, error) {
 		first := cards[host.Ranks[0]]
 		host.Nodes, host.NICs, host.DataNIC, host.Machine = first.Nodes, first.NICs, first.DataNIC, first.Machine
 		for i, r := range host.Ranks {
-			t.Ranks[r] = Rank{Host: h, Local: i, NUMA: cards[r].NUMA, CPUs: cards[r].CPUs}
+			t.Ranks[r] = Rank{Host: h, Local: i, NUMA: cards[r].NUMA, CPUs: cards[r].CPUs, PID: cards[r].PID}
 		}
 	}
 	return t, nil

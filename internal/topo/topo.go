@@ -60,6 +60,9 @@ type Card struct {
 	// File identifies the topology file the rank read (its digest), ""
 	// for none: ranks that read different files are an error.
 	File string
+	// PID is the rank's process id (0 when unknown): ranks of one
+	// process share its CPU affinity, so none of them is bound alone.
+	PID int
 }
 
 // NodeOf returns the NUMA node every CPU of cpus belongs to, or -1 when

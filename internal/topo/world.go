@@ -39,9 +39,11 @@ func DiscoverCard(host, addrs string, log *slog.Logger) Card {
 // then follows the new mask: the runtime reads the mask once at start, and
 // a process bound to one CPU that keeps two Ps hands its goroutines
 // between threads on that CPU (an 8-byte AllReduce on 2 namespaces × 2
-// ranks bound by core took 80–117 µs instead of 26–31).
+// ranks bound by core took 80–117 µs instead of 26–31). Under auto (or
+// "") and none it does nothing: auto binds after the ranks have met
+// (SpreadSelf).
 func BindSelf(policy string, localRank, localSize int) error {
-	if policy == "" || policy == BindNone {
+	if policy == "" || policy == BindNone || policy == BindAuto {
 		return nil
 	}
 	if localRank < 0 || localSize < 1 || localRank >= localSize {
@@ -59,6 +61,14 @@ func BindSelf(policy string, localRank, localSize int) error {
 	if err != nil {
 		return errs.Invalid("HCOMM_BIND_TO=%s: %v", policy, err)
 	}
+	return BindCPUs(cpus)
+}
+
+// BindCPUs binds every thread of this process to cpus and, unless the
+// program chose its GOMAXPROCS (the GOMAXPROCS variable or
+// runtime.GOMAXPROCS), sets GOMAXPROCS to the runtime's default for the
+// new mask.
+func BindCPUs(cpus []int) error {
 	// Whether the program set GOMAXPROCS: it differs from the default
 	// (which runtime.SetDefaultGOMAXPROCS computes, ignoring the variable).
 	cur := runtime.GOMAXPROCS(0)
@@ -74,6 +84,30 @@ func BindSelf(policy string, localRank, localSize int) error {
 		runtime.SetDefaultGOMAXPROCS() // the default for the bound mask
 	}
 	return nil
+}
+
+// SpreadSelf binds this process, rank self of t, to the CPUs
+// Topology.SpreadShared deals it under HCOMM_BIND_TO=policy ("" or auto;
+// any other policy leaves it alone) and returns card with those CPUs;
+// card unchanged when the rank is not dealt any. A binding that fails is
+// warned about on log, and the rank runs where it was.
+func SpreadSelf(t *Topology, policy string, self int, card Card, log *slog.Logger) Card {
+	if t == nil || (policy != "" && policy != BindAuto) {
+		return card
+	}
+	cpus := t.SpreadShared(self)
+	if cpus == nil {
+		return card
+	}
+	if err := BindCPUs(cpus); err != nil {
+		log.Warn("hcomm: cannot bind to this rank's share of the CPUs its machine's hosts share", "cpus", FormatCPUList(cpus), "err", err)
+		return card
+	}
+	log.Info("hcomm: hosts of this job share this machine: rank bound to its share of the CPUs (HCOMM_BIND_TO=none leaves it unbound)",
+		"rank", self, "cpus", FormatCPUList(cpus))
+	card.CPUs = cpus
+	card.NUMA = NodeOf(card.Nodes, cpus)
+	return card
 }
 
 // PollCPUsFor returns the CPUs the executor's workers are pinned to under

@@ -82,6 +82,57 @@ type SinkPeers interface {
 	SinksTo(peer int) bool
 }
 
+// SinkSender is implemented by transports that copy a message into their
+// own buffers piece by piece and can hand each piece, once copied, to a
+// Sink: a sender that also needs the message elsewhere (an AllGather's own
+// block) copies it from there, warm in the cache, instead of reading it
+// from memory a second time. SendSink is Send(peer, p) that also gives s
+// every byte of p once, as Consume(off, b) with b holding bytes [off,
+// off+len(b)) of p (a transport that sends p without copying it gives s
+// p itself).
+type SinkSender interface {
+	SendSink(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte, s Sink) error
+}
+
+// SendReceiver is implemented by transports that can move a send to and
+// a receive from one peer on one goroutine, a piece of each in turn,
+// rather than on two that wait for each other's CPU. The messages are the
+// same as Send's and Recv's: the peer may receive and send them either
+// way. SendRecv sends p (handing ps, if not nil, each piece of p as
+// SendSink would) while it receives the next message from peer, of n
+// bytes, into rs (as RecvSink); it reports false, having done nothing,
+// when it cannot move this pair (the caller then sends and receives
+// separately).
+type SendReceiver interface {
+	SendRecv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte, ps Sink, n int, rs Sink) (bool, error)
+}
+
+// Exchanger is implemented by transports that can run a pairwise
+// reduce-and-exchange with one peer as one fused call: this rank sends
+// send to peer and receives the peer's first message (n bytes), which x
+// reduces with the local operand into both the message sent back and the
+// local result; then it receives the peer's reduced message (len(send)
+// bytes), which x lands. On the wire that is two messages each way, cut
+// into pieces the transport chooses and interleaved piece by piece (first
+// message, reduced message, next piece...), so both ends must run the
+// exchange fused: sched.PairExchange names the steps, and the verifier
+// checks that they pair up across ranks. ExchangesWith reports whether
+// Exchange reaches peer (a mux asks the transport behind it).
+type Exchanger interface {
+	ExchangesWith(peer int) bool
+	Exchange(ctx context.Context, peer int, fp *wire.Fingerprint, send []byte, n int, x ExchangeSink) error
+}
+
+// ExchangeSink does an Exchanger's arithmetic. Reduce stores the
+// reduction of bytes [off, off+len(in)) of the peer's first message with
+// the local operand in out (the same bytes of the message sent back) and
+// in the local result; Land stores bytes [off, off+len(b)) of the peer's
+// reduced message.
+type ExchangeSink interface {
+	Reduce(off int, out, in []byte)
+	Land(off int, b []byte)
+}
+
 // Group is implemented by transports that reach every rank of the
 // communicator through one shared segment and can run a small collective
 // there without point-to-point messages: every rank publishes its

@@ -49,6 +49,11 @@ const (
 	// of its own, as its payload is stream bytes that the receiver reads as
 	// frames, whose payloads carry their checksums when the sender sends
 	// them (with FlagCRC32C), checked once the frames are read whole.
+	// Offsets of the lead stream count its bytes across moves (a lead
+	// frame's own header is not one of them), and Offset is where the
+	// lead on the path Paths names began: a receiver that never joined
+	// that lead (its lead frame lost with it) knows which of the replayed
+	// bytes were written there. Offset <= Total+Len.
 	FrameLead FrameType = 5
 )
 
@@ -122,7 +127,8 @@ type FrameHeader struct {
 	// FrameLead; Total+Len does not overflow).
 	Total uint64
 	// Offset is, for a stripe frame, where its payload goes in the message
-	// (Offset+Len does not overflow); zero otherwise.
+	// (Offset+Len does not overflow); for a lead frame, where the lead it
+	// leaves began (see FrameLead); zero otherwise.
 	Offset      uint64
 	Fingerprint Fingerprint
 }
@@ -141,6 +147,9 @@ func (h *FrameHeader) MarshalTo(b []byte) {
 		le.PutUint64(b[16:24], h.Total)
 	}
 	h.Fingerprint.MarshalTo(b[24:])
+	if h.Type == FrameLead {
+		le.PutUint64(b[24:32], h.Offset)
+	}
 }
 
 // FlagCRC32C marks a data or stripe frame whose Checksum is the CRC32C of its payload.
@@ -156,7 +165,8 @@ const FlagLost uint8 = 2
 // Offset+Len within 2^64 for stripe frames, for abort frames a reason no longer than
 // MaxAbortReason with no fingerprint, and for rejoin frames some paths, a
 // generation from 1 to MaxGen and nothing else, and for lead frames one
-// path, a resume offset plus Len within 2^64 and no fingerprint. It never trusts Len beyond that: the
+// path, a resume offset plus Len within 2^64, a start (Offset) not past
+// their end and no fingerprint. It never trusts Len beyond that: the
 // caller compares it with what it is prepared to read.
 func (h *FrameHeader) Unmarshal(b []byte) error {
 	if len(b) < FrameHeaderSize {
@@ -172,6 +182,10 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	d.Total = le.Uint64(b[16:24])
 	if d.Type == FrameStripe {
 		d.Offset, d.Total = d.Total, 0
+	}
+	fp := b[24:]
+	if d.Type == FrameLead {
+		d.Offset, fp = le.Uint64(b[24:32]), b[32:]
 	}
 	isData := d.Type == FrameData || d.Type == FrameStripe
 	switch {
@@ -217,8 +231,8 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 			return fmt.Errorf("wire: ping frame with %d payload bytes, total %d or a fingerprint: %w", d.Len, d.Total, ErrMalformed)
 		}
 	case FrameLead:
-		if d.Paths == 0 || d.Paths&(d.Paths-1) != 0 || d.Total+d.Len < d.Total || !allZero(b[24:]) {
-			return fmt.Errorf("wire: lead frame leaving paths %#x, resuming at %d with %d bytes: %w", d.Paths, d.Total, d.Len, ErrMalformed)
+		if d.Paths == 0 || d.Paths&(d.Paths-1) != 0 || d.Total+d.Len < d.Total || d.Offset > d.Total+d.Len || !allZero(fp) {
+			return fmt.Errorf("wire: lead frame leaving paths %#x from %d, resuming at %d with %d bytes: %w", d.Paths, d.Offset, d.Total, d.Len, ErrMalformed)
 		}
 	default:
 		return fmt.Errorf("wire: unknown frame type %d: %w", b[0], ErrMalformed)

@@ -18,6 +18,7 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 	seed(FrameHeader{Type: FrameRejoin, Paths: 6, Total: 3})
 	seed(FrameHeader{Type: FramePing})
 	seed(FrameHeader{Type: FrameLead, Paths: 1, Total: 1 << 20, Len: 300})
+	seed(FrameHeader{Type: FrameLead, Paths: 2, Offset: 1<<20 + 100, Total: 1 << 20, Len: 300})
 	seed(FrameHeader{Type: FrameLead, Flags: FlagCRC32C, Checksum: 1, Paths: 4, Total: 7, Len: 1})
 	f.Add([]byte("HCOM"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -37,7 +38,7 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		if h.Type == FrameStripe && (h.Offset+h.Len < h.Offset || h.Total != 0) {
 			t.Fatalf("accepted a stripe past 2^64 or with a total: %+v", h)
 		}
-		if h.Type == FrameLead && (h.Paths == 0 || h.Paths&(h.Paths-1) != 0 || h.Total+h.Len < h.Total || h.Fingerprint != (Fingerprint{}) || h.Flags != 0) {
+		if h.Type == FrameLead && (h.Paths == 0 || h.Paths&(h.Paths-1) != 0 || h.Total+h.Len < h.Total || h.Offset > h.Total+h.Len || h.Fingerprint != (Fingerprint{}) || h.Flags != 0) {
 			t.Fatalf("accepted a lead frame leaving no or several paths, past 2^64, with a fingerprint or flags: %+v", h)
 		}
 		if h.Type == FrameAbort && h.Len > MaxAbortReason {

@@ -68,6 +68,7 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		{Type: FrameLead, Paths: 1, Total: 0, Len: 0},
 		{Type: FrameLead, Paths: 0x8000, Total: 1 << 40, Len: 4096},
 		{Type: FrameLead, Paths: 1, Total: 1<<64 - 2, Len: 1},
+		{Type: FrameLead, Paths: 4, Offset: 1<<40 + 4096, Total: 1 << 40, Len: 4096},
 	} {
 		var b [FrameHeaderSize]byte
 		h.MarshalTo(b[:])
@@ -103,6 +104,7 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"lead without paths", func() []byte { return encode(FrameHeader{Type: FrameLead, Total: 1}) }},
 		{"lead leaving two paths", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 3, Total: 1}) }},
 		{"lead past 2^64", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 1, Total: 1<<64 - 1, Len: 2}) }},
+		{"lead begun past its end", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 1, Offset: 11, Total: 5, Len: 5}) }},
 		{"lead with lost flag", func() []byte { return encode(FrameHeader{Type: FrameLead, Flags: FlagLost, Paths: 1}) }},
 		{"lead with a checksum", func() []byte {
 			return encode(FrameHeader{Type: FrameLead, Flags: FlagCRC32C, Checksum: 5, Paths: 1, Len: 1})

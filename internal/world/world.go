@@ -58,6 +58,9 @@ func Join(ctx context.Context, jc boot.JobConfig, v settings.Values, log *slog.L
 		tp, err = topo.Join(ctx, j.Store(), jc.Rank, jc.Size, v.RankTable, card, log)
 	}
 	if tp != nil {
+		// Ranks of hosts that share a machine take their share of its
+		// CPUs (HCOMM_BIND_TO=auto) before the leaders are chosen.
+		card = topo.SpreadSelf(tp, v.BindTo, jc.Rank, card, log)
 		w.Hosts = tp.HostRanks()
 		w.Crowd = tp.Crowd()
 		if l, ok := plan.HostLink(tp.Links.Inter, tp.InterGbps()); ok && remote && len(w.Hosts) > 1 {

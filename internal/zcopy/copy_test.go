@@ -1,6 +1,7 @@
 package zcopy
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"testing"
@@ -51,6 +52,22 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 					wg.Wait()
 				})
 			}
+		}
+	}
+}
+
+// plainCopy copies every byte, in pieces or not.
+func TestPlainCopy(t *testing.T) {
+	for _, n := range []int{0, 1, plainPiece - 1, plainPiece, plainPiece + 1, 3*plainPiece + 17} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*31 + 7)
+		}
+		dst := make([]byte, n+1)
+		dst[n] = 0xee
+		plainCopy(dst[:n], src)
+		if !bytes.Equal(dst[:n], src) || dst[n] != 0xee {
+			t.Errorf("plainCopy of %d bytes: wrong bytes or wrote past the end", n)
 		}
 	}
 }

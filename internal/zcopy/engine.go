@@ -89,6 +89,22 @@ func (r *Registry) copy(dst, src []byte) {
 	case len(dst) >= r.ntMin:
 		reduce.CopyStream(dst, src)
 	default:
-		copy(dst, src)
+		plainCopy(dst, src)
 	}
+}
+
+// plainPiece is the most plainCopy copies at once: the runtime's copy
+// (memmove on amd64) writes around the caches from 1 MiB on, whatever
+// the caller meant.
+const plainPiece = 512 << 10
+
+// plainCopy copies src to dst through the caches: a block below the
+// path's threshold for writing around them (ntMin) stays in the caches
+// even when it is 1 MiB or more, where one runtime copy would not.
+func plainCopy(dst, src []byte) {
+	for len(dst) > plainPiece && len(src) > plainPiece {
+		copy(dst[:plainPiece], src[:plainPiece])
+		dst, src = dst[plainPiece:], src[plainPiece:]
+	}
+	copy(dst, src)
 }

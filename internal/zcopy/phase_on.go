@@ -62,7 +62,7 @@ func (r *Registry) phaseFlush() {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "zcopyphase pid %d: %d calls, medians µs: call %.1f copy %.1f (peer %.1f own %.1f) wait1 %.1f wait2 %.1f sent1 %.1f\n",
+	fmt.Fprintf(f, "zcopyphase pid %d: %d calls, medians µs: call %.1f copy %.1f (peer %.1f own %.1f) wait1 %.1f wait2 %.1f sent1 %.1f sent2 %.1f\n",
 		os.Getpid(), len(k),
 		med(func(t [phN]int64) int64 { return t[phDone] - t[phBegin] }),
 		med(func(t [phN]int64) int64 { return t[phMoved] - t[phMet] + t[phOwn] - t[phSent2] }),
@@ -70,6 +70,7 @@ func (r *Registry) phaseFlush() {
 		med(func(t [phN]int64) int64 { return t[phOwn] - t[phSent2] }),
 		med(func(t [phN]int64) int64 { return t[phMet] - t[phSent1] }),
 		med(func(t [phN]int64) int64 { return t[phDone] - t[phOwn] }),
-		med(func(t [phN]int64) int64 { return t[phSent1] - t[phBegin] }))
+		med(func(t [phN]int64) int64 { return t[phSent1] - t[phBegin] }),
+		med(func(t [phN]int64) int64 { return t[phSent2] - t[phMoved] }))
 	r.ph.kept = r.ph.kept[:0]
 }

@@ -49,6 +49,7 @@ type Registry struct {
 	ids    uint32
 	live   atomic.Int32  // len(byID): agreed by every rank between calls
 	Hits   atomic.Uint64 // calls that took the zero-copy path (tests)
+	Moves  atomic.Uint64 // rounds that found this rank on a lower rank's CPU (moveApart)
 	// Split, if set, splits large copies over the copy engine.
 	Split *copyeng.Splitter
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/spin"
+	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -24,7 +25,8 @@ import (
 //	[3]     0
 //	[4:8]   id of the buffer holding the input (0: none)
 //	[8:12]  id of the buffer holding the output (0: none)
-//	[12:16] 0
+//	[12:16] the CPU the sender ran on when it sent the record, plus one
+//	        (0: unknown); a hint only (round), never trusted for memory
 //	[16:24] offset of the input in its buffer
 //	[24:32] offset of the output in its buffer
 //
@@ -54,9 +56,10 @@ type Call struct {
 }
 
 // Candidate reports whether k may take the zero-copy path on a
-// communicator of size ranks with the threshold min (bytes; <= 0: off).
-// Every rank gets the same answer for the same call.
-func (r *Registry) Candidate(size, min int, k *Call) bool {
+// communicator of size ranks with the threshold min (bytes; <= 0: off);
+// with auto, not where the ordinary program is faster (Ordinary). Every
+// rank gets the same answer for the same call.
+func (r *Registry) Candidate(size, min int, auto bool, k *Call) bool {
 	if r.live.Load() == 0 || size < 2 || min <= 0 {
 		return false
 	}
@@ -73,7 +76,7 @@ func (r *Registry) Candidate(size, min int, k *Call) bool {
 		default:
 			return false
 		}
-		return n >= min
+		return n >= min && !(auto && Ordinary(k.Coll, size, n))
 	}
 	switch k.Coll {
 	case sched.AllGather, sched.Broadcast, sched.ReduceScatter, sched.AllReduce, sched.Reduce:
@@ -91,7 +94,7 @@ func (r *Registry) Candidate(size, min int, k *Call) bool {
 	default:
 		return false
 	}
-	return n >= min
+	return n >= min && !(auto && Ordinary(k.Coll, size, n))
 }
 
 // record is a peer's record, decoded once per call and resolved to the
@@ -109,7 +112,7 @@ func Decode(q []byte) (flags byte, inID, outID uint32, inOff, outOff uint64, err
 	if m := binary.LittleEndian.Uint16(q); m != magic {
 		return 0, 0, 0, 0, 0, fmt.Errorf("bad magic %#x", m)
 	}
-	if q[2]&^(FlagIn|FlagOut|FlagBig|FlagDone) != 0 || q[3] != 0 || binary.LittleEndian.Uint32(q[12:]) != 0 {
+	if q[2]&^(FlagIn|FlagOut|FlagBig|FlagDone) != 0 || q[3] != 0 {
 		return 0, 0, 0, 0, 0, fmt.Errorf("reserved bits set")
 	}
 	return q[2], binary.LittleEndian.Uint32(q[4:]), binary.LittleEndian.Uint32(q[8:]),
@@ -125,6 +128,9 @@ func encode(b []byte, flags byte, inID, outID uint32, inOff, outOff uint64) {
 	binary.LittleEndian.PutUint64(b[16:], inOff)
 	binary.LittleEndian.PutUint64(b[24:], outOff)
 }
+
+// recCPU returns the CPU a record's sender ran on, or -1 (unknown).
+func recCPU(q []byte) int { return int(binary.LittleEndian.Uint32(q[12:])) - 1 }
 
 // Tail returns m[off:], or false when off is past m's end.
 func Tail(m []byte, off uint64) ([]byte, bool) {
@@ -624,6 +630,15 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 		}
 		return r.mine[:RecSize]
 	}
+	// The records carry this rank's CPU (moveApart).
+	cpu := uint32(topo.CurrentCPU() + 1)
+	if perPeer {
+		for p := range z.Size {
+			binary.LittleEndian.PutUint32(r.mine[p*RecSize+12:], cpu)
+		}
+	} else {
+		binary.LittleEndian.PutUint32(r.mine[12:], cpu)
+	}
 	copy(r.all[me*RecSize:], rec(me))
 	z.Msgs += 2 * (z.Size - 1)
 	var sent uint64 // bit p: the record already went to p
@@ -680,8 +695,39 @@ func (r *Registry) round(ctx context.Context, z *Path, perPeer bool, own *Call) 
 		r.mark(phDone)
 	} else {
 		r.mark(phMet)
+		r.moveApart(z)
 	}
 	return ownErr
+}
+
+// moveApart moves this rank's thread off its CPU when a lower rank's
+// record of the round just met says it ran there too. A rank asleep in a
+// receive is placed, when its peer's record wakes it, by the kernel's
+// wake-up balancing, which on a busy machine puts it on the waker's CPU;
+// two ranks of a symmetric call then take turns on one CPU (their copies,
+// which should overlap, run one after the other) until the load balancer
+// parts them. Only the higher rank of such a pair moves, so the two do not
+// both leave the CPU for the same other one; the shm transport's group
+// calls do the same (its moveApart). topo.MoveOff moves only where the
+// thread may run on a CPU per rank.
+func (r *Registry) moveApart(z *Path) {
+	c := -2 // not read yet
+	for p := range z.Rank {
+		q := recCPU(r.all[p*RecSize:])
+		if q < 0 {
+			continue
+		}
+		if c == -2 {
+			if c = topo.CurrentCPU(); c < 0 {
+				return
+			}
+		}
+		if q == c {
+			topo.MoveOff(c, z.Size)
+			r.Moves.Add(1)
+			return
+		}
+	}
 }
 
 // How long a rank of a symmetric call polls for a peer's record before it

@@ -52,7 +52,7 @@ func TestDecode(t *testing.T) {
 		{"magic", func(b []byte) []byte { b[0]++; return b }, true},
 		{"flags", func(b []byte) []byte { b[2] |= 16; return b }, true},
 		{"reserved", func(b []byte) []byte { b[3] = 1; return b }, true},
-		{"reserved2", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], 1); return b }, true},
+		{"cpu", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], 1); return b }, false},
 	} {
 		b := append([]byte(nil), ok[:]...)
 		flags, in, _, off, _, err := Decode(tc.mut(b))

@@ -11,6 +11,10 @@
 # The harness exports RANKS, MAXB, FACTOR and TARGET and runs this from its
 # own directory. HCOMM_BIN names the hcomm binary (default: hcomm on PATH).
 # OPS (default: the harness's six collectives) narrows what is measured.
+# JSON_OUT (shm and tcp), a file, also gets the rows as `hcomm perf -json`
+# prints them, appended: with each point's median call, each rank's CPU and
+# whether ranks of one host shared one (stacked), which the harness's CSV
+# has no room for.
 set -euo pipefail
 mode=${1:?usage: hcomm-extra.sh shm|tcp|netns}
 bin=${HCOMM_BIN:-$(command -v hcomm)}
@@ -18,7 +22,21 @@ ops=${OPS:-allreduce,allgather,reducescatter,broadcast,alltoall,barrier}
 common=(-op "$ops" -b 8 -f "${FACTOR:-4}" -T "${TARGET:-0.2}" -csv -H)
 case "$mode" in
   shm | tcp)
-    exec "$bin" perf -n "${RANKS:-2}" -transport "$mode" -e "${MAXB:-64M}" "${common[@]}" -label "hcomm-$mode"
+    if [ -z "${JSON_OUT:-}" ]; then
+      exec "$bin" perf -n "${RANKS:-2}" -transport "$mode" -e "${MAXB:-64M}" "${common[@]}" -label "hcomm-$mode"
+    fi
+    # The same rows as JSON, kept in JSON_OUT and written out as the CSV
+    # lines -csv prints.
+    "$bin" perf -n "${RANKS:-2}" -transport "$mode" -e "${MAXB:-64M}" "${common[@]/-csv/-json}" -label "hcomm-$mode" |
+      tee -a "$JSON_OUT" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    if not line.startswith("{"):
+        sys.stdout.write(line)
+        continue
+    r = json.loads(line)
+    print("%s,%s,%d,%d,%.3f,%.4f,%.4f" % (r["impl"], r["op"], r["ranks"], r["bytes"], r["usec"], r["algbw_GBps"], r["busbw_GBps"]))
+'
     ;;
   netns)
     n=${RANKS:-2}

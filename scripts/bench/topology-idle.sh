@@ -25,7 +25,13 @@
 #                two round trips at once (0-2, 1-3) with 4 ranks on the
 #                CPUs: the round trip under the crowding the 2 × 2 rows
 #                run in;
-#   rtt 2x2 bound  the default with --bind-to core (the hosts' first ranks,
+#   rtt 2x2 default  hcomm run's default, --bind-to auto: the two
+#                namespaces share this kernel, so each rank binds itself at
+#                Init to its share of the CPUs and the hosts' leaders run
+#                on different CPUs (every job the fast mode); "rtt 2x2
+#                unbound" and "rtt 1x1 unbound" are --bind-to none (the
+#                kernel places the ranks: either mode, by placement);
+#   rtt 2x2 bound  --bind-to core (the hosts' first ranks,
 #                the leaders, on different CPUs: see "leaders" below);
 #   leaders apart|together  the default with each rank pinned by taskset
 #                (0,3 | 1,2 or 0,2 | 1,3 on the two CPUs): on one 2-CPU
@@ -68,7 +74,7 @@ ns() {
 		--store-addr 192.168.81.10:0 --timeout 5m --bind-to "$BIND" $xs -- \
 		$PIN "$WORK/hcomm" perf -op "$op" -b "$b" -e "$e" -f "$f" -T 1s -csv -H -label "$label"
 }
-PIN="" BIND=none
+PIN="" BIND=auto
 # pin MODE: a wrapper that pins rank HCOMM_RANK of 2 × 2 (slot) by taskset.
 cat >"$WORK/pin" <<'PIN'
 #!/bin/sh
@@ -90,6 +96,8 @@ local_() {
 
 for _ in $(seq "$ROUNDS"); do
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 default" allreduce,barrier,pingpong 8 8 2
+	BIND=none
+	ns tpi0:2,tpi1:2 slot "rtt 2x2 unbound" allreduce,barrier,pingpong 8 8 2
 	BIND=core
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 bound" allreduce,barrier,pingpong 8 8 2
 	BIND=none
@@ -97,11 +105,14 @@ for _ in $(seq "$ROUNDS"); do
 		PIN="$WORK/pin $mode"
 		ns tpi0:2,tpi1:2 slot "rtt 2x2 leaders $mode" allreduce,barrier,pingpong 8 8 2
 	done
-	PIN=""
+	PIN="" BIND=auto
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 leader" allreduce,barrier 8 8 2 HCOMM_ALGO=allreduce=leader,barrier=hier
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 rail" allreduce,barrier,pingpong 8 8 2 HCOMM_ALGO=rail
 	ns tpi0:2,tpi1:2 slot "rtt 2x2 off" allreduce,barrier 8 8 2 HCOMM_TOPOLOGY=off
 	ns tpi0:1,tpi1:1 slot "rtt 1x1 exchange" allreduce,barrier,pingpong 8 8 2
+	BIND=none
+	ns tpi0:1,tpi1:1 slot "rtt 1x1 unbound" allreduce,barrier,pingpong 8 8 2
+	BIND=auto
 	for map in slot node; do
 		ns tpi0:2,tpi1:2 "$map" "pick $map default" allreduce 8 64M 8
 		for a in ring rd hd dbtree hring hier leader rail; do

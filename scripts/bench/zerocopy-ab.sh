@@ -12,7 +12,10 @@
 # registered buffers with HCOMM_COPY_ENGINE=ENGINE, the copy engine
 # forced on), OLD_BIN (another hcomm binary: also run hcomm-reg-old,
 # registered buffers with it, for an A/B of two versions of the path),
-# NOMPI (1: leave Open MPI out).
+# NOMPI (1: leave Open MPI out), ZC (1: also run hcomm-reg-zc, registered
+# buffers with HCOMM_ZERO_COPY=256K, which takes the zero-copy path at
+# every size: hcomm-reg follows HCOMM_ZERO_COPY=auto, which runs the
+# ordinary program where that measured faster).
 # Rows: impl,op,ranks,bytes,usec,algbw,busbw.
 # Summarise with: python3 scripts/bench/zerocopy-summary.py OUT
 set -euo pipefail
@@ -29,6 +32,10 @@ over=
 for i in $(seq "$runs"); do
   "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm >>"$out"
   "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H -label hcomm-reg -registered >>"$out"
+  if [[ ${ZC:-} == 1 ]]; then
+    HCOMM_ZERO_COPY=256K "$bin" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H \
+      -label hcomm-reg-zc -registered >>"$out"
+  fi
   if [[ -n ${OLD_BIN:-} ]]; then
     "$OLD_BIN" perf -n "$n" -transport shm -op "$ops" -b "$minb" -e "$maxb" -f 4 -csv -H \
       -label hcomm-reg-old -registered >>"$out"

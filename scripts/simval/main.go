@@ -29,8 +29,12 @@
 // The other runs (4 and 8 ranks on the machine's 2 cores) are the
 // validation set. Over TCP the link's bandwidth is not
 // fitted at all: it is the tbf rate given to measure_tcp.sh less the
-// Ethernet, IP and TCP headers of full frames; only α (per message) is
-// fitted, on the -fit runs' messages of at most 2 KiB.
+// Ethernet, IP and TCP headers of full frames; α (per message) is fitted
+// on the -fit runs' messages of at most 2 KiB, and the CPU time of a
+// message on its sender's CPUs (every namespace's ranks share the
+// machine's) on measure_tcp.sh's CAL=1 runs of ranks confined to fewer
+// CPUs than ranks (2, 3 and 4 on one, 3 and 6 on two), α refitted for
+// each candidate.
 //
 //	scripts/simval/measure.sh DIR && go run ./scripts/simval DIR
 //	scripts/simval/measure_tcp.sh DIR 400mbit && go run ./scripts/simval -tcp DIR
@@ -108,7 +112,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]] (shm; with four values the slot α and the oversubscription terms are fitted; turn cache and slot wake left out are 0: the cache factor and the wake) or α (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]] (shm; with four values the slot α and the oversubscription terms are fitted; turn cache and slot wake left out are 0: the cache factor and the wake) or α[,CPU per message] (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	if err := fs.Parse(args); err != nil {
@@ -451,13 +455,20 @@ func predictAll(t sim.Topology, pts []point, tcp bool, keep func(*point) bool) e
 	}
 }
 
+// tcpCores is the CPUs of the machine the TCP runs were measured on (every
+// namespace's ranks share them): 2, as sim.Local's cores.
+const tcpCores = 2
+
 // tcpTopo is one rank per host, the hosts' egress shaped to rate (bits/s
 // on the wire): the payload rate of full 1,514-byte frames carrying 1,448
-// bytes of TCP payload (with timestamps), no rack.
-func tcpTopo(rate, alpha float64) sim.Topology {
+// bytes of TCP payload (with timestamps), no rack; every host a network
+// namespace of one machine of tcpCores CPUs, on which a network message
+// costs cpu seconds of its sender's (sim.Topology.NetCPU).
+func tcpTopo(rate, alpha, cpu float64) sim.Topology {
 	t := sim.Default()
 	t.Name = "netns"
-	t.RanksPerHost, t.HostsPerRack, t.Cores = 1, 0, 1
+	t.RanksPerHost, t.HostsPerRack = 1, 0
+	t.HostsPerMachine, t.Cores, t.NetCPU = 1<<20, tcpCores, cpu
 	payload := rate / 8 * 1448 / 1514
 	t.Net = sim.Link{Alpha: alpha, Beta: 1 / payload}
 	t.Rack = t.Net
@@ -534,7 +545,15 @@ func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (s
 			return t, nil, errNoPoints
 		}
 	}
+	// The starts' paths meet (most end at the same minimum, and a round
+	// that changes nothing tries every neighbour again): every vector's
+	// error is computed once.
+	seen := map[string]float64{}
 	eval := func(v []float64) (float64, error) {
+		k := fmt.Sprint(v)
+		if e, ok := seen[k]; ok {
+			return e, nil
+		}
 		tt := t
 		for i, a := range axes {
 			a.set(&tt, v[i])
@@ -543,6 +562,7 @@ func search(t sim.Topology, axes []axis, pts []point, keep func(*point) bool) (s
 			return 0, err
 		}
 		e, _, _ := meanAbs(pts, keep)
+		seen[k] = e
 		return e, nil
 	}
 	// A coordinate search finds a local minimum: start it from the grid's
@@ -609,31 +629,11 @@ func evaluate(c config, pts []point, out io.Writer) error {
 	var desc string
 	switch {
 	case c.tcp:
-		alpha := math.NaN()
-		if c.params != "" {
-			v, err := strconv.ParseFloat(c.params, 64)
-			if err != nil {
-				return fmt.Errorf("-params: %w", err)
-			}
-			alpha = v
-		} else {
-			small := func(p *point) bool { return p.fit && p.bytes <= 2048 }
-			best := math.Inf(1)
-			for a := 5e-6; a <= 2e-3; a *= 1.05 {
-				if err := predictAll(tcpTopo(c.rate, a), pts, true, small); err != nil {
-					return err
-				}
-				if e, _, n := meanAbs(pts, small); n > 0 && e < best {
-					best, alpha = e, a
-				}
-			}
-			if math.IsNaN(alpha) {
-				return errors.New("no fitting points (messages ≤ 2 KiB on -fit ranks)")
-			}
+		var err error
+		t, desc, err = fitTCP(c, pts)
+		if err != nil {
+			return err
 		}
-		t = tcpTopo(c.rate, alpha)
-		desc = fmt.Sprintf("TCP across namespaces, tbf %.0f Mbit/s: payload %.2f MB/s (not fitted), α %.1f µs (fitted on %v ranks, ≤ 2 KiB)",
-			c.rate/1e6, t.NICBW/1e6, alpha*1e6, c.fitN)
 	default:
 		var err error
 		t, desc, err = fitSHM(c, pts)
@@ -682,6 +682,139 @@ func evaluate(c config, pts []point, out io.Writer) error {
 	}
 	return nil
 }
+
+// fitTCP returns the TCP model and its description: the link's rate
+// from the shaper (not fitted); the CPU time of a message on its sender's
+// CPUs (sim.Topology.NetCPU) fitted on the calibration runs (ranks
+// confined to fewer CPUs than ranks), α refitted on the -fit ranks'
+// messages of at most 2 KiB for every candidate; or both given by
+// -params (α[,CPU time]; without the CPU time, none).
+func fitTCP(c config, pts []point) (sim.Topology, string, error) {
+	var alpha, cpu float64
+	var cpuFit string
+	small := func(p *point) bool { return p.fit && p.cores == 0 && p.bytes <= 2048 }
+	over := func(p *point) bool { return p.fit && p.cores > 0 }
+	if c.params != "" {
+		var v []float64
+		for _, s := range strings.Split(c.params, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return sim.Topology{}, "", fmt.Errorf("-params: %w", err)
+			}
+			v = append(v, x)
+		}
+		if len(v) > 2 {
+			return sim.Topology{}, "", errors.New("-params: want α[,CPU time per message] over TCP")
+		}
+		alpha = v[0]
+		if len(v) == 2 {
+			cpu = v[1]
+		}
+		if err := tcpTopo(c.rate, alpha, cpu).Check(); err != nil {
+			return sim.Topology{}, "", fmt.Errorf("-params: %w", err)
+		}
+		cpuFit = "given"
+	} else {
+		// fitAlpha returns the α that predicts the -fit ranks' small
+		// messages best with cpu: the best of a grid of factors of 2
+		// from 0.25 µs to 2 ms, then a golden-section search between its
+		// neighbours (to 0.5%).
+		fitAlpha := func(cpu float64) (float64, error) {
+			eval := func(lnA float64) (float64, error) {
+				if err := predictAll(tcpTopo(c.rate, math.Exp(lnA), cpu), pts, true, small); err != nil {
+					return 0, err
+				}
+				e, _, n := meanAbs(pts, small)
+				if n == 0 {
+					return 0, errors.New("no fitting points (messages ≤ 2 KiB on -fit ranks)")
+				}
+				return e, nil
+			}
+			step := math.Ln2
+			lo := math.Log(0.25e-6)
+			best, bestE := lo, math.Inf(1)
+			for x := lo; x <= math.Log(2e-3)+1e-9; x += step {
+				e, err := eval(x)
+				if err != nil {
+					return 0, err
+				}
+				if e < bestE {
+					best, bestE = x, e
+				}
+			}
+			a, b := best-step, best+step
+			g := (math.Sqrt(5) - 1) / 2
+			x1, x2 := b-g*(b-a), a+g*(b-a)
+			e1, err := eval(x1)
+			if err != nil {
+				return 0, err
+			}
+			e2, err := eval(x2)
+			if err != nil {
+				return 0, err
+			}
+			for b-a > 0.005 {
+				if e1 <= e2 {
+					b, x2, e2 = x2, x1, e1
+					x1 = b - g*(b-a)
+					if e1, err = eval(x1); err != nil {
+						return 0, err
+					}
+				} else {
+					a, x1, e1 = x1, x2, e2
+					x2 = a + g*(b-a)
+					if e2, err = eval(x2); err != nil {
+						return 0, err
+					}
+				}
+			}
+			switch {
+			case e1 <= e2 && e1 < bestE:
+				return math.Exp(x1), nil
+			case e2 < e1 && e2 < bestE:
+				return math.Exp(x2), nil
+			}
+			return math.Exp(best), nil
+		}
+		var err error
+		if alpha, err = fitAlpha(0); err != nil {
+			return sim.Topology{}, "", err
+		}
+		cpuFit = "no calibration runs: none"
+		if slices.ContainsFunc(pts, func(p point) bool { return over(&p) }) {
+			best := math.Inf(1)
+			for _, v := range tcpCPUAxis {
+				a, err := fitAlpha(v)
+				if err != nil {
+					return sim.Topology{}, "", err
+				}
+				if err := predictAll(tcpTopo(c.rate, a, v), pts, true, over); err != nil {
+					return sim.Topology{}, "", err
+				}
+				if e, _, _ := meanAbs(pts, over); e < best-1e-9 {
+					best, alpha, cpu = e, a, v
+				}
+			}
+			var runs []string
+			for _, p := range pts {
+				if over(&p) {
+					r := fmt.Sprintf("%d/%dc", p.n, p.cores)
+					if !slices.Contains(runs, r) {
+						runs = append(runs, r)
+					}
+				}
+			}
+			slices.Sort(runs)
+			cpuFit = "fitted on ranks/CPUs " + strings.Join(runs, ", ")
+		}
+	}
+	t := tcpTopo(c.rate, alpha, cpu)
+	return t, fmt.Sprintf("TCP across namespaces, tbf %.0f Mbit/s: payload %.2f MB/s (not fitted), α %.1f µs (fitted on %v ranks, ≤ 2 KiB), CPU %.1f µs per message on the sender's (%s), %d CPUs",
+		c.rate/1e6, t.NICBW/1e6, alpha*1e6, c.fitN, cpu*1e6, cpuFit, tcpCores), nil
+}
+
+// tcpCPUAxis is the grid of the CPU time of a TCP message.
+var tcpCPUAxis = us(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 25, 30, 40)
 
 // fitSHM returns the shared-memory model and its description: the 2-core
 // terms fitted on the -fit ranks' schedules (or given by -params), the

@@ -110,6 +110,63 @@ func (m *Mux) RecvSink(ctx context.Context, peer int, fp *wire.Fingerprint, n in
 	return nil
 }
 
+// SendSink sends through the transport that reaches peer, handing s the
+// pieces of p as that transport copies them (transport.SinkSender), or p
+// whole after a plain Send.
+func (m *Mux) SendSink(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte, s transport.Sink) error {
+	t, err := m.to(peer)
+	if err != nil {
+		return err
+	}
+	if ss, ok := t.(transport.SinkSender); ok {
+		return ss.SendSink(ctx, peer, fp, p, s)
+	}
+	if err := t.Send(ctx, peer, fp, p); err != nil {
+		return err
+	}
+	s.Consume(0, p)
+	return nil
+}
+
+// SendRecv moves a send and a receive with peer on one goroutine where the
+// transport that reaches it can (transport.SendReceiver); it reports false
+// otherwise, having done nothing.
+func (m *Mux) SendRecv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte, ps transport.Sink, n int, rs transport.Sink) (bool, error) {
+	t, err := m.to(peer)
+	if err != nil {
+		return false, err
+	}
+	if sr, ok := t.(transport.SendReceiver); ok {
+		return sr.SendRecv(ctx, peer, fp, p, ps, n, rs)
+	}
+	return false, nil
+}
+
+// ExchangesWith reports whether the transport that reaches peer runs
+// fused exchanges with it (transport.Exchanger).
+func (m *Mux) ExchangesWith(peer int) bool {
+	t, err := m.to(peer)
+	if err != nil {
+		return false
+	}
+	x, ok := t.(transport.Exchanger)
+	return ok && x.ExchangesWith(peer)
+}
+
+// Exchange runs a fused exchange through the transport that reaches peer;
+// the caller has checked ExchangesWith.
+func (m *Mux) Exchange(ctx context.Context, peer int, fp *wire.Fingerprint, send []byte, n int, x transport.ExchangeSink) error {
+	t, err := m.to(peer)
+	if err != nil {
+		return err
+	}
+	xt, ok := t.(transport.Exchanger)
+	if !ok {
+		return fmt.Errorf("mux: the transport to rank %d has no fused exchange: %w", peer, errs.ErrInvalidArgument)
+	}
+	return xt.Exchange(ctx, peer, fp, send, n, x)
+}
+
 // SinksTo reports whether the transport that reaches peer receives into
 // sinks straight from its own buffers (transport.SinkPeers).
 func (m *Mux) SinksTo(peer int) bool {

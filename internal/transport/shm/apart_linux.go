@@ -1,10 +1,7 @@
 package shm
 
 import (
-	"runtime"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hcomm-go/hcomm/internal/topo"
 )
@@ -47,34 +44,5 @@ func (t *Transport) moveApart(word *uint32) bool {
 	if w == 0 || c < 0 || uint32(c)+1 != w {
 		return false
 	}
-	return moveOff(c, len(t.local))
-}
-
-// testMoved, set by tests before use, is called by moveOff between the
-// narrowing of the thread's affinity and its restore.
-var testMoved func()
-
-// moveOff moves the calling thread off CPU c when its affinity allows c
-// and at least n CPUs, and puts its affinity back as it was.
-func moveOff(c, n int) bool {
-	// Narrowed and put back on one thread: the goroutine could otherwise
-	// run on another thread between the two, and the first would stay
-	// bound (LockOSThread nests: a locked caller stays locked).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) != nil || !set.IsSet(c) || set.Count() < n || set.Count() < 2 {
-		return false
-	}
-	set.Clear(c)
-	if unix.SchedSetaffinity(0, &set) != nil {
-		return false
-	}
-	if h := testMoved; h != nil {
-		h()
-	}
-	set.Set(c)
-	// If this fails the thread stays off c only; it can run elsewhere.
-	unix.SchedSetaffinity(0, &set)
-	return true
+	return topo.MoveOff(c, len(t.local))
 }

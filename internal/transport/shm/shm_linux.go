@@ -325,6 +325,17 @@ func (t *Transport) badPeer(rank int, fp *wire.Fingerprint) error {
 // ring and Send returns once the last slot is written; large ones wait
 // until the receiver has read them.
 func (t *Transport) Send(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte) error {
+	return t.send(ctx, rank, fp, p, nil)
+}
+
+// SendSink is Send that hands s each piece of p right after copying it
+// into the ring, from the ring slot (transport.SinkSender); a message sent
+// by single copy, or inline in its entry, reaches s whole from p.
+func (t *Transport) SendSink(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte, s transport.Sink) error {
+	return t.send(ctx, rank, fp, p, s)
+}
+
+func (t *Transport) send(ctx context.Context, rank int, fp *wire.Fingerprint, p []byte, s transport.Sink) error {
 	pe, err := t.begin(rank, fp)
 	if err != nil {
 		return err
@@ -339,11 +350,22 @@ func (t *Transport) Send(ctx context.Context, rank int, fp *wire.Fingerprint, p 
 	}
 	h := msgHeader{kind: kindInline, length: uint64(len(p)), fp: *fp}
 	if t.cmaThreshold > 0 && len(p) >= t.cmaThreshold && !r.cmaOff {
+		if s != nil {
+			s.Consume(0, p)
+		}
 		return t.sendCMA(ctx, pe, r, &h, p)
 	}
 	first := r.putFirst(&h, p)
+	pos := r.pos
 	r.publish()
-	if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
+	if s != nil {
+		if len(p) <= inlineMax {
+			s.Consume(0, p)
+		} else {
+			s.Consume(0, r.slot(pos)[:first])
+		}
+	}
+	if err := t.sendStream(ctx, pe, r, p[first:], first, s); err != nil {
 		return t.breakRing(r, err)
 	}
 	return nil
@@ -409,23 +431,31 @@ func (t *Transport) TrySend(ctx context.Context, rank int, fp *wire.Fingerprint,
 	r.publish()
 	if first < len(p) {
 		// The slots are free: sendStream does not wait.
-		if err := t.sendStream(ctx, pe, r, p[first:]); err != nil {
+		if err := t.sendStream(ctx, pe, r, p[first:], first, nil); err != nil {
 			return true, t.breakRing(r, err)
 		}
 	}
 	return true, nil
 }
 
-// sendStream writes p into whole slots, waiting for room as needed.
-func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte) error {
+// sendStream writes p into whole slots, waiting for room as needed; with
+// s set it hands s each slot once published (off: where p starts in the
+// message). The producer alone writes its slots, so a published slot
+// holds its bytes until this end reuses it.
+func (t *Transport) sendStream(ctx context.Context, pe *peer, r *ring, p []byte, off int, s transport.Sink) error {
 	for len(p) > 0 {
 		if err := t.awaitSpace(ctx, pe, r); err != nil {
 			return err
 		}
-		n := copy(r.slot(r.pos), p)
+		slot := r.slot(r.pos)
+		n := copy(slot, p)
 		(&msgHeader{}).encode(r.entry(r.pos)) // kind 0: a continuation
 		r.publish()
+		if s != nil {
+			s.Consume(off, slot[:n])
+		}
 		p = p[n:]
+		off += n
 	}
 	return nil
 }
@@ -474,7 +504,7 @@ func (t *Transport) sendCMA(ctx context.Context, pe *peer, r *ring, h *msgHeader
 		return nil
 	case cmaFallback:
 		r.cmaOff = true
-		if err := t.sendStream(ctx, pe, r, p); err != nil {
+		if err := t.sendStream(ctx, pe, r, p, 0, nil); err != nil {
 			return t.breakRing(r, err)
 		}
 		return nil

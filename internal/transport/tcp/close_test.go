@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,12 @@ type heldConn struct {
 	*net.TCPConn
 	l    *heldListener
 	held bool
+}
+
+// SyscallConn hides the descriptor, so that the transport's polled reads,
+// which go around Read, are off and every read passes the hold above.
+func (c *heldConn) SyscallConn() (syscall.RawConn, error) {
+	return nil, errors.ErrUnsupported
 }
 
 func (c *heldConn) Read(b []byte) (int, error) {

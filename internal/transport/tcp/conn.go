@@ -39,6 +39,7 @@ type conn struct {
 	wbroken bool   // a frame was left half written
 	wclosed bool   // the abort frame went out; nothing may follow
 	wrote   uint64 // bytes written on the stream
+	leads   bool   // a lead frame went out here: the send lead moved here (lead.go)
 	kbase   uint64 // the kernel's count of bytes written before the stream (lead.go)
 	// Set by the send lead's writer around a write (lead.go): the replay
 	// copy to add the frame to, or where to keep its header.
@@ -46,6 +47,7 @@ type conn struct {
 	seghdr *[wire.FrameHeaderSize]byte
 
 	tinfo tcpInfoReader // TCP_INFO reads (tcpinfo_linux.go)
+	front sockPeek      // peeks at the socket's front (peekFront, lead_linux.go)
 
 	rmu      sync.Mutex
 	rhdr     [wire.FrameHeaderSize]byte
@@ -79,6 +81,17 @@ type conn struct {
 	prevLeft   uint64
 	skip       uint64
 	replayLeft uint64
+	// Where c's stream stands in the lead stream (offsets counted
+	// across moves, lead.go) once it leads: its byte lcs is the lead
+	// stream's lres. A move joined from a lead other than the one it
+	// left (whose lead frame never came) brings the bytes written on
+	// that lead, mid, from the lead stream's midAt.
+	lres, lcs uint64
+	mid       *conn
+	midAt     uint64
+	// leadLeft marks a connection the peer's lead stream left while
+	// this rank read another lead: no lead frame there is joined.
+	leadLeft atomic.Bool
 }
 
 // aheadSize is how much a polled read of a frame header may take from the
@@ -96,6 +109,11 @@ func (c *conn) Read(b []byte) (int, error) {
 		c.aoff += k
 		c.rread += uint64(k)
 		return k, nil
+	}
+	if c.raw != nil && len(b) > 0 && c.sending.Load() == 0 {
+		// The rest of a frame that came in pieces: polled like its
+		// header, rather than waiting in the poller for each piece.
+		return c.readPolled(b)
 	}
 	n, err := c.nc.Read(b)
 	c.rread += uint64(n)
@@ -156,6 +174,21 @@ func (c *conn) replayAhead() bool {
 	return c.prevLeft > 0 || c.replayLeft > 0
 }
 
+// leadRead returns how far into the lead stream (counted across moves,
+// lead.go) c's reader is: what it consumed, plus the replay bytes it will
+// skip, less the old stream's bytes it has yet to take. The caller holds
+// rmu.
+func (c *conn) leadRead() uint64 {
+	return c.lres - c.prevLeft + (c.rread - c.lcs) + c.skip
+}
+
+// leadHeld returns how far into the lead stream the bytes c's reader can
+// read without more coming reach, with q the bytes its socket holds. The
+// caller holds rmu.
+func (c *conn) leadHeld(q uint64) uint64 {
+	return max(c.lres+(c.rread-c.lcs)+q+uint64(c.aend-c.aoff), c.leadRead())
+}
+
 func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -171,6 +204,7 @@ func newConn(nc net.Conn, idx int, crc bool, deadAfter time.Duration) *conn {
 	}
 	c := &conn{nc: nc, idx: idx, crc: crc}
 	c.tinfo.init(nc)
+	c.front.init(nc)
 	return c
 }
 

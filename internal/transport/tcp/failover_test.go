@@ -414,6 +414,18 @@ func TestRedialRefusals(t *testing.T) {
 		case tc.want != "" && (rep.Status != wire.ReplyRefuse || !strings.Contains(rep.Reason, tc.want)):
 			t.Errorf("%s: %s %q, want refused with %q", tc.name, rep.Status, rep.Reason, tc.want)
 		}
+		if tc.want == "" {
+			// The listener answers before it takes the connection
+			// in (acceptGen): the next case dials once it did, as
+			// a dialer that never dials a generation twice at once
+			// would.
+			pr := trs[1].peers[0]
+			for deadline := time.Now().Add(20 * time.Second); pr.checkGen(tc.socket, tc.gen) == ""; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: rank 1 never took the connection in", tc.name)
+				}
+			}
+		}
 	}
 	if !strings.Contains(logs.String(), "out of date") {
 		t.Errorf("the refusals were not logged:\n%s", logs.String())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"os"
 	"slices"
@@ -77,14 +78,26 @@ import (
 // DeadAfter, which fails it as before. A Send's frames on the lead too
 // large for the copy (its first stripe, then repairs) are kept by
 // reference until acknowledged (peer.seg, peer.segx), so a lead that stops
-// during a Send that repaired a stripe on it moves too. A lead that stops
-// again before the lead frame of its last move was acknowledged is not
-// moved (the frame is in no copy): that case waits for DeadAfter, and
-// fails the pair with ErrPeerLost. The move picks the path the peer moved
-// its own lead onto, if it did, then a path that does not look stopped as
-// well (data unacknowledged for half of StallAfter), so that links going
-// down together get there less often; an idle path whose link went down
-// with the lead's looks like any other, and may be picked.
+// during a Send that repaired a stripe on it moves too. The move picks the
+// path the peer moved its own lead onto, if it did, then a path that does
+// not look stopped as well (data unacknowledged for half of StallAfter);
+// an idle path whose link went down with the lead's looks like any other,
+// and may be picked. So the lead may stop again before the peer's host
+// acknowledged the lead frame of its last move (or its write, bounded by
+// StallAfter, may take only part of it): it moves again. Offsets of the
+// lead stream count its bytes across moves (the lead frame's resume
+// offset is one, and the copy and the Send's frames are kept, by those
+// offsets, until the new lead's host acknowledges them), and bytes on a
+// lead before its lead frame was acknowledged count as where that frame
+// resumed: the second lead frame resumes where the first did, and carries
+// its replay again. The receiver counts what it read the same way
+// (conn.leadRead), so it joins the second frame from the lead it reads,
+// whether it joined the first (the replay's start is skipped) or never
+// saw it (lost with its path): the lead it never joined is then never
+// read as a lead (conn.leadLeft), and a header replayed from where that
+// lead began (wire.FrameHeader.Offset of the lead frame) had its first
+// stripe there. A frame resuming past what the receiver's lead holds
+// waits while the lead frame of the lead it leaves may still come.
 
 // errLeadMoved is a receive worker's answer when it found the lead frame
 // of a move where it expected a stripe.
@@ -138,6 +151,29 @@ func (pr *peer) ackedAt(c *conn) (uint64, bool) {
 		return h(c, acked-c.kbase), true
 	}
 	return acked - c.kbase, true
+}
+
+// leadAt returns the lead stream's offset (counted across moves) of the
+// send lead's stream offset a. Bytes before the lead frame that made sl
+// the lead count as where that frame resumed: what the peer's host holds
+// of the lead stream up to there is on an older lead. The caller holds
+// smu.
+func (pr *peer) leadAt(a uint64) uint64 {
+	if a < pr.slcs {
+		return pr.slres
+	}
+	return pr.slres + (a - pr.slcs)
+}
+
+// leadAcked returns the lead stream's offset up to which the peer's host
+// acknowledged it (leadAt of what it acknowledged on sl). The caller holds
+// smu.
+func (pr *peer) leadAcked() (uint64, bool) {
+	a, ok := pr.ackedAt(pr.sl)
+	if !ok {
+		return 0, false
+	}
+	return pr.leadAt(a), true
 }
 
 // watchLead checks the pair's lead streams until the pair fails or the
@@ -246,7 +282,7 @@ func (pr *peer) candidates(f func(c *conn) bool) bool {
 	var cs [MaxPaths]*conn
 	n := 0
 	for _, p := range pr.paths {
-		if c := pr.rview[p.conns[0].pos]; p != rl.path && c != pr.rlOld {
+		if c := pr.rview[p.conns[0].pos]; p != rl.path && c != pr.rlOld && !c.leadLeft.Load() {
 			cs[n] = c
 			n++
 		}
@@ -545,12 +581,12 @@ func (c *conn) peekFront() (h wire.FrameHeader, pings int, ok bool) {
 	if c.rhn != 0 || c.draining || c.prev != nil || c.rjob.Load() {
 		return h, 0, false
 	}
-	var b [8 * wire.FrameHeaderSize]byte
-	n := copy(b[:], c.ahead[c.aoff:c.aend])
-	if n == 0 {
-		n = peekBytes(c.nc, b[:])
+	b := c.ahead[c.aoff:c.aend]
+	if len(b) == 0 {
+		b = c.front.bytes()
 	}
-	for at := 0; at+wire.FrameHeaderSize <= n; at += wire.FrameHeaderSize {
+	b = b[:min(len(b), 8*wire.FrameHeaderSize)]
+	for at := 0; at+wire.FrameHeaderSize <= len(b); at += wire.FrameHeaderSize {
 		if h.Unmarshal(b[at:]) != nil {
 			return h, 0, false
 		}
@@ -571,7 +607,7 @@ func (pr *peer) leadRoom(ctx context.Context, n int) error {
 			return true
 		}
 		// Rare: a ring's worth of small frames since the last look.
-		if a, ok := pr.ackedAt(pr.sl); ok {
+		if a, ok := pr.leadAcked(); ok {
 			pr.llog.trim(a)
 		}
 		return pr.llog.fits(n)
@@ -588,7 +624,7 @@ func (pr *peer) leadQuiet(ctx context.Context) error {
 		if h := pr.t.testLeadAt; h != nil {
 			h("quiet")
 		}
-		a, ok := pr.ackedAt(pr.sl)
+		a, ok := pr.leadAcked()
 		if !ok {
 			return true
 		}
@@ -647,7 +683,7 @@ func (pr *peer) awaitLead(ctx context.Context) error {
 			return false
 		}
 		pr.dropSegs()
-		pr.llog.reset(a)
+		pr.llog.reset(pr.leadAt(a))
 		return true
 	})
 }
@@ -691,7 +727,7 @@ func (pr *peer) dropSegs() {
 func (pr *peer) moveLead(why string) error {
 	t := pr.t
 	old := pr.sl
-	acked, ok := pr.ackedAt(old)
+	acked, ok := pr.leadAcked()
 	if !ok {
 		return errNoMove
 	}
@@ -740,6 +776,8 @@ func (pr *peer) moveLead(why string) error {
 		n += uint64(len(b))
 	}
 	var next *conn
+	var at uint64     // next's stream offset of the lead frame
+	cutShort := false // the lead frame went out in part: next takes nothing either
 	for {
 		// The first path in use whose first connection does not
 		// look stopped too (links that go down together), else the
@@ -775,13 +813,33 @@ func (pr *peer) moveLead(why string) error {
 		if hook := t.testMoveTo; hook != nil {
 			hook(next)
 		}
-		h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1 << old.path.idx, Total: acked, Len: n}
+		h := wire.FrameHeader{Type: wire.FrameLead, Paths: 1 << old.path.idx, Offset: pr.slfrom, Total: acked, Len: n}
 		var stop int64
 		if cut := t.testCutMove; cut != nil {
 			stop = cut(next)
 		}
-		wn, err := next.writeBufs(&h, bufs, stop)
+		var wn int64
+		var err error
+		at = next.wroteAt()
+		if lose := t.testLoseMove; lose != nil && lose(next) {
+			wn = next.lose(&h, slices.Concat(bufs...), 0)
+		} else {
+			// A path that takes nothing (its link went down with
+			// the old lead's) does not hold the move for longer
+			// than it takes to call a path stopped.
+			next.nc.SetWriteDeadline(time.Now().Add(t.stallAfter))
+			wn, err = next.writeBufs(&h, bufs, stop)
+			next.nc.SetWriteDeadline(time.Time{})
+		}
 		if err == nil {
+			break
+		}
+		if wn > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Part of the frame is on its way: the lead moved onto
+			// a path that stopped too. It moves on from there at
+			// once, resuming where this move did (or further, if
+			// the peer's host acknowledged some of it).
+			cutShort = true
 			break
 		}
 		if wn > 0 {
@@ -803,13 +861,21 @@ func (pr *peer) moveLead(why string) error {
 	}
 	pr.mu.Lock()
 	used := pr.sgen[old.path.idx]
-	pr.sl = next
+	pr.sl, pr.slOld = next, old
 	pr.mu.Unlock()
 	pr.send.setLead(next)
-	pr.dropSegs()
+	// The lead stream goes on after the replay on next. The copy and
+	// the Send's frames stay until the peer's host acknowledges them
+	// there: if next stops too before it does, the lead moves again
+	// from where this move resumed.
+	pr.slres, pr.slcs, pr.slfrom = acked, at+wire.FrameHeaderSize, acked+n
+	pr.llog.trim(acked)
 	pr.moveSaid = false
-	pr.llog.reset(next.wroteAt())
-	pr.sstalled.Store(false)
+	pr.sstalled.Store(cutShort)
+	if cutShort {
+		t.log.Warn("tcp: the lead stream's new path takes nothing either; the lead moves again",
+			"peer", pr.rank, "path", next.path.idx, "local", next.path.local, "remote", next.path.remote)
+	}
 	pr.redial(old.path, used)
 	return nil
 }
@@ -823,6 +889,7 @@ func (c *conn) writeBufs(h *wire.FrameHeader, bufs [][]byte, stop int64) (int64,
 	if c.wbroken || c.wclosed {
 		return 0, net.ErrClosed
 	}
+	c.leads = true // no ping after the lead frame (ping.go)
 	h.MarshalTo(c.whdr[:])
 	wb := make(net.Buffers, 0, len(bufs)+1) // a move is rare: allocating is fine
 	wb = append(wb, c.whdr[:])
@@ -874,9 +941,16 @@ func (pr *peer) woken(ctx context.Context, err error) (bool, error) {
 
 // joinLead moves the receive lead to the connection where a lead frame
 // waits, if one does: the new lead reads the rest of the old stream, then
-// the replay less what was read twice, then its own stream. The caller
-// holds the receive gate and the old lead's rmu; the new lead's rmu stays
-// held until the receive ends (see Recv).
+// the replay less what was read twice, then its own stream. Offsets count
+// the lead stream's bytes across moves, so a frame leaving a lead this
+// rank never joined (its lead frame lost with its path, the lead having
+// moved again) joins the lead this rank reads, if it resumes within what
+// that one holds: the lead it left is then never read as a lead
+// (leadLeft). A frame that resumes past what the lead this rank reads
+// holds, leaving another lead whose frame may still come, waits for that
+// one to be joined first. The caller holds the receive gate and the old
+// lead's rmu; the new lead's rmu stays held until the receive ends (see
+// Recv).
 func (pr *peer) joinLead() error {
 	old := pr.rl
 	var err error
@@ -886,6 +960,43 @@ func (pr *peer) joinLead() error {
 		if !ok || h.Type != wire.FrameLead {
 			c.rmu.Unlock()
 			return false
+		}
+		// (A lead frame has no flags: wire refuses them.)
+		left := pr.pathOf(bits.TrailingZeros16(h.Paths))
+		if left == nil || left == c.path {
+			c.rmu.Unlock()
+			err = fmt.Errorf("rank %d moved the lead stream off paths %#x; it is on path %d: %w", pr.rank, h.Paths, old.path.idx, errProtocol)
+			return true
+		}
+		q, ok := queuedBytes(old.nc)
+		if !ok {
+			c.rmu.Unlock()
+			err = fmt.Errorf("tcp: cannot tell what the old lead stream from rank %d holds", pr.rank)
+			return true
+		}
+		read := old.leadRead()
+		take, skip, rerr := resume(read, old.leadHeld(uint64(q))-read, h.Total, h.Len)
+		var mid *conn
+		if left != old.path {
+			mid = pr.rview[left.conns[0].pos]
+			switch {
+			case rerr == nil:
+			case h.Total+h.Len <= read:
+				// A move this rank joined a later one of already
+				// (this frame's lead was left without it).
+				c.leadLeft.Store(true)
+				c.rmu.Unlock()
+				return false
+			case h.Total > read && mid != pr.rlOld && !mid.leadLeft.Load():
+				// The lead it leaves may still bring its own frame.
+				c.rmu.Unlock()
+				return false
+			}
+		}
+		if rerr != nil {
+			c.rmu.Unlock()
+			err = rerr
+			return true
 		}
 		if c.peeked {
 			c.peeked = false
@@ -898,27 +1009,15 @@ func (pr *peer) joinLead() error {
 				}
 			}
 		}
-		// (A lead frame has no flags: wire refuses them.)
-		if h.Paths != 1<<old.path.idx {
-			err = fmt.Errorf("rank %d moved the lead stream off paths %#x; it is on path %d: %w", pr.rank, h.Paths, old.path.idx, errProtocol)
-		}
-		var held uint64
-		if err == nil {
-			q, ok := queuedBytes(old.nc)
-			if !ok {
-				err = fmt.Errorf("tcp: cannot tell what the old lead stream from rank %d holds", pr.rank)
-			}
-			held = uint64(q) + uint64(old.aend-old.aoff)
-		}
-		var take, skip uint64
-		if err == nil {
-			take, skip, err = resume(old.rread, held, h.Total, h.Len)
-		}
-		if err != nil {
-			c.rmu.Unlock()
-			return true
-		}
 		c.prev, c.prevLeft, c.skip, c.replayLeft = old, take, skip, h.Len-skip
+		c.lres, c.lcs = h.Total, c.rread
+		c.mid, c.midAt = nil, 0
+		if mid != nil {
+			// Replayed bytes from h.Offset on were written on the
+			// lead this rank never joined.
+			mid.leadLeft.Store(true)
+			c.mid, c.midAt = mid, h.Offset
+		}
 		if take == 0 && skip == 0 && h.Len == 0 {
 			c.prev = nil
 		}
@@ -933,11 +1032,11 @@ func (pr *peer) joinLead() error {
 		}
 		pr.mu.Lock()
 		pr.rl, pr.rlOld = c, old
-		follow := pr.sl.path == old.path
+		follow := pr.sl.path == old.path || pr.sl.path == left
 		pr.mu.Unlock()
 		pr.recv.setLead(c)
 		pr.t.log.Warn("tcp: peer moved the lead stream off a stopped path",
-			"peer", pr.rank, "path", old.path.idx, "local", old.path.local, "remote", old.path.remote, "to", c.path.idx)
+			"peer", pr.rank, "path", left.idx, "local", left.local, "remote", left.remote, "to", c.path.idx)
 		pr.sto.Store(int32(c.path.idx) + 1)
 		if follow {
 			// The peer found the path stopped: this end's send lead
@@ -979,7 +1078,7 @@ func (pr *peer) leadWrite(ctx context.Context, h *wire.FrameHeader, part []byte)
 			last = &pr.segx[k-1]
 		}
 		at := last.end()
-		if c.wroteAt() != at || len(pr.segx) == cap(pr.segx) {
+		if pr.leadAt(c.wroteAt()) != at || len(pr.segx) == cap(pr.segx) {
 			pr.seg.extra = true
 		} else {
 			pr.segx = append(pr.segx, leadSeg{on: true, at: at, part: part})
@@ -1008,6 +1107,9 @@ func (pr *peer) leadWrite(ctx context.Context, h *wire.FrameHeader, part []byte)
 func (c *conn) lose(h *wire.FrameHeader, part []byte, cut int64) int64 {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if h.Type == wire.FrameLead {
+		c.leads = true
+	}
 	h.MarshalTo(c.whdr[:])
 	if cut > 0 {
 		k := min(cut, int64(len(c.whdr)))

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -436,4 +438,169 @@ func TestRepairOfPreRead(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("rank 1: %v", err)
 	}
+}
+
+// TestLeadMoveTwice: the lead's path and the path its lead moves onto stop
+// together (three paths, the third survives), so the lead moves a second
+// time before the peer's host acknowledged the first move's lead frame.
+// The second lead frame resumes the lead stream where the first did
+// (offsets count the lead stream's bytes across moves), so rank 1 joins
+// it whether it never saw the first lead frame (lost with its path), read
+// it without rank 0 seeing the acknowledgement, or holds its header and
+// must join it first. A large message sent on the middle lead has its
+// first stripe there, which rank 1 must know though it never read that
+// lead. Every message arrives whole and in order, and the pair does not
+// fail.
+func TestLeadMoveTwice(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lose  bool   // the first lead frame never reaches rank 1
+		acked uint64 // of the first lead frame, taken as acknowledged
+	}{
+		{"first lead frame lost", true, 0},
+		{"first lead frame read, unacknowledged", false, 0},
+		{"first lead frame's header acknowledged", false, wire.FrameHeaderSize + 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d", "127.0.0.3:%d")
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("logs:\n%s", logs.String())
+				}
+			})
+			t0 := trs[0]
+			var mu sync.Mutex
+			dead := map[*conn]uint64{} // rank 0's stopped connections: what their peer acknowledged
+			isDead := func(c *conn) (uint64, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				a, ok := dead[c]
+				return a, ok
+			}
+			var moves atomic.Int32
+			t0.testAcked = func(c *conn, a uint64) uint64 {
+				if d, ok := isDead(c); ok {
+					return min(a, d)
+				}
+				return a
+			}
+			t0.testStall = func(c *conn) bool { _, ok := isDead(c); return ok }
+			t0.testLost = func(c *conn) bool { _, ok := isDead(c); return ok }
+			t0.testMoveTo = func(next *conn) {
+				if moves.Add(1) == 1 {
+					// The path the lead moves onto stopped with the
+					// lead's.
+					mu.Lock()
+					dead[next] = next.wroteAt() + tt.acked
+					mu.Unlock()
+				}
+			}
+			t0.testLoseMove = func(next *conn) bool { _, ok := isDead(next); return ok && tt.lose }
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			runAll(t, trs, func(tr *Transport) error { return barrier2(ctx, tr, 1-tr.Rank()) })
+			pr := t0.peers[1]
+			if !pr.leadOK {
+				t.Fatal("the pair does not move its lead: no TCP_INFO acknowledgement counts?")
+			}
+			const small = 100
+			seq := 0
+			for ; seq < 3; seq++ {
+				if err := sendMsg(ctx, t0, 1, seq, small); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 2 {
+				if err := recvMsg(ctx, trs[1], 0, i, small); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The lead's path stops with its last small frame
+			// unacknowledged; what follows on it is lost.
+			pr.smu.Lock()
+			first := pr.sl
+			mu.Lock()
+			dead[first] = first.wroteAt() - (wire.FrameHeaderSize + small)
+			mu.Unlock()
+			pr.smu.Unlock()
+			sizes := []int{small, 1 << 20, small, 8, 1 << 20, small}
+			errc := make(chan error, 1)
+			go func() {
+				for i, size := range sizes {
+					if err := sendMsg(ctx, t0, 1, seq+i, size); err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- nil
+			}()
+			if err := recvMsg(ctx, trs[1], 0, 2, small); err != nil {
+				t.Fatalf("%v\n%s", err, logs.String())
+			}
+			for i, size := range sizes {
+				if err := recvMsg(ctx, trs[1], 0, seq+i, size); err != nil {
+					t.Fatalf("%v\n%s", err, logs.String())
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("%v\n%s", err, logs.String())
+			}
+			seq += len(sizes)
+			pr.mu.Lock()
+			sl := pr.sl
+			pr.mu.Unlock()
+			if sl.path.idx != 2 || moves.Load() < 2 {
+				t.Fatalf("the lead is on path %d after %d moves, want path 2 after 2:\n%s", sl.path.idx, moves.Load(), logs.String())
+			}
+			for _, k := range []int{0, 1} {
+				if !logHas(logs.String(), "the lead stream moves to another path", "rank=0", fmt.Sprintf("path=%d ", k)) {
+					t.Errorf("no WARN for the move off path %d:\n%s", k, logs.String())
+				}
+			}
+			// Rank 1 joined the second move, and the first only if its
+			// lead frame came.
+			if !logHas(logs.String(), "peer moved the lead stream", "rank=1", "path=1 ", "to=2") {
+				t.Errorf("rank 1 did not join the move off path 1:\n%s", logs.String())
+			}
+			if tt.lose && logHas(logs.String(), "peer moved the lead stream", "rank=1", "to=1") {
+				t.Errorf("rank 1 joined a lead frame that never came:\n%s", logs.String())
+			}
+			mu.Lock()
+			clear(dead)
+			mu.Unlock()
+			// Both ways, and both stopped paths back in use.
+			trade(ctx, t, trs, &seq, 3)
+			for back := false; !back; {
+				if ctx.Err() != nil {
+					t.Fatalf("paths 0 and 1 did not come back:\n%v\n%s", t0.Paths(), logs.String())
+				}
+				trade(ctx, t, trs, &seq, 1)
+				n := 0
+				for _, s := range t0.Paths() {
+					if s.Path < 2 && !s.Retired && s.Gen > 0 {
+						n++
+					}
+				}
+				back = n == 2
+			}
+			trade(ctx, t, trs, &seq, 3)
+			if err := pr.err(); err != nil {
+				t.Fatalf("the pair failed: %v", err)
+			}
+		})
+	}
+}
+
+// logHas reports whether a line of logs holds every one of parts.
+func logHas(logs string, parts ...string) bool {
+	for _, l := range strings.Split(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

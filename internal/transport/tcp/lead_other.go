@@ -6,4 +6,9 @@ import "net"
 
 func queuedBytes(net.Conn) (int, bool) { return 0, false }
 
-func peekBytes(net.Conn, []byte) int { return 0 }
+// sockPeek peeks at a socket's received bytes on Linux only (lead_linux.go).
+type sockPeek struct{}
+
+func (*sockPeek) init(net.Conn) {}
+
+func (*sockPeek) bytes() []byte { return nil }

@@ -1,7 +1,9 @@
 package tcp
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -87,8 +89,9 @@ func (pr *peer) pingOnce(now time.Time) {
 					}
 					continue
 				}
-				h := wire.FrameHeader{Type: wire.FramePing}
-				if _, err := c.write(&h, nil); err != nil {
+				if err := c.writePing(); err == errLeads {
+					continue // the lead stream moved here meanwhile
+				} else if err != nil {
 					pr.retire(p, "idle ping failed", err)
 					break
 				}
@@ -112,6 +115,31 @@ func (pr *peer) pingOnce(now time.Time) {
 			c.rmu.Unlock()
 		}
 	}
+}
+
+// errLeads is writePing's answer on a connection the send lead moved onto.
+var errLeads = errors.New("tcp: the lead stream moved onto the connection")
+
+// writePing writes a ping frame on c, unless the send lead moved onto c
+// (lead.go): a ping after the lead frame would be in no replay copy. The
+// move marks c under wmu, so none comes between the check and the write.
+func (c *conn) writePing() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.leads {
+		return errLeads
+	}
+	if c.wbroken || c.wclosed {
+		return net.ErrClosed
+	}
+	h := wire.FrameHeader{Type: wire.FramePing}
+	h.MarshalTo(c.whdr[:])
+	n, err := c.nc.Write(c.whdr[:])
+	c.wrote += uint64(n)
+	if err != nil && n > 0 {
+		c.wbroken = true
+	}
+	return err
 }
 
 // drainPings discards the whole ping frames at the head of c's stream that

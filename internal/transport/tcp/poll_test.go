@@ -107,3 +107,38 @@ func TestReadPolled(t *testing.T) {
 		}
 	})
 }
+
+// TestReadRestPolled checks that the rest of a frame whose header was read
+// polled is read polled too: once the bytes taken ahead with the header
+// are used up, one Read waits for all of the rest, however it comes in
+// pieces (a plain read would return the first piece and wait in the
+// network poller for the next).
+func TestReadRestPolled(t *testing.T) {
+	var sending atomic.Int32
+	c, w := tcpPair(t, time.Second, &sending)
+	want := make([]byte, 16+50000)
+	fill(want, 3, 4)
+	go func() {
+		w.Write(want[:16+1000])
+		for off := 16 + 1000; off < len(want); off += 7919 {
+			time.Sleep(time.Millisecond)
+			w.Write(want[off:min(off+7919, len(want))])
+		}
+	}()
+	got := make([]byte, len(want))
+	if n, err := c.readPolled(got[:16]); n != 16 || err != nil {
+		t.Fatalf("header: readPolled = %d, %v", n, err)
+	}
+	rest := got[16:]
+	n, err := c.Read(rest) // what came with the header
+	if err != nil || n == 0 || n > 1000 {
+		t.Fatalf("Read of the bytes taken ahead = %d, %v; want 1-1000, nil", n, err)
+	}
+	m, err := c.Read(rest[n:])
+	if err != nil || m != len(rest)-n {
+		t.Fatalf("Read of the rest = %d, %v; want %d, nil", m, err, len(rest)-n)
+	}
+	if err := check(got, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -389,7 +389,7 @@ func (pr *peer) pruneLocked(k int) {
 	low := min(pr.sgen[k], pr.rgen[k])
 	if low > 0 {
 		for _, c := range pr.pathOf(k).conns {
-			if c != pr.sl && c != pr.rl && c != pr.rlOld {
+			if c != pr.sl && c != pr.slOld && c != pr.rl && c != pr.rlOld {
 				// (A lead stream stays where it is: lead.go.)
 				c.nc.Close()
 			}

@@ -309,6 +309,10 @@ type Transport struct {
 	// next stop after the number of bytes it returns (0: not cut), as a
 	// connection failing in the middle of the write would.
 	testCutMove func(next *conn) int64
+	// testLoseMove, set by tests before use, makes a move's lead frame on
+	// next lost on the way when it reports true: counted as written,
+	// nothing goes on the socket.
+	testLoseMove func(next *conn) bool
 	// testKeptMax, set by tests before use, lowers keptMax (0: keptMax).
 	testKeptMax uint64
 
@@ -389,30 +393,36 @@ type peer struct {
 	pinged []time.Time // by position: when the pinger last wrote a ping (pinger only)
 	// The lead streams (lead.go): conns[0] at first, each direction's
 	// own after a move.
-	sl       *conn        // send lead (smu; written under mu)
-	rl       *conn        // receive lead (receive gate; written under mu)
-	rlOld    *conn        // the receive lead before the last move (as rl)
-	rentry   *conn        // the receive lead locked by the receive in progress
-	leadOK   bool         // the lead moves when its path stops
-	smu      sync.Mutex   // a Send, or the watch moving the send lead
-	llog     *leadLog     // copy of the small frames on sl (smu)
-	seg      leadSeg      // the Send's large frame on sl (smu)
-	segx     []leadSeg    // the frames after it in the Send, such as repairs (smu)
-	moveSaid bool         // moveLead said why the lead cannot move (smu)
-	moveBufs [][]byte     // moveLead's (smu)
-	sstalled atomic.Bool  // the watch found sl stalled
-	sfollow  atomic.Bool  // sstalled because the peer moved its lead off sl's path
-	sto      atomic.Int32 // 1 + the path the peer last moved its lead onto (a move's first choice)
-	rmove    atomic.Bool  // the watch found a lead frame: a receive joins
-	rhdrWait atomic.Bool  // a receive waits for a header on the lead
-	rstripe  atomic.Bool  // the watch found a stripe while it did
-	rpre     uint16       // positions whose stripe the receive read before the header
-	rkeep    atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
-	rkept    []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
-	rbig     bool         // the receive left a stripe too large to keep (receive gate)
-	rbody    atomic.Bool  // a receive reads a message's first frame's payload on the lead
-	rstill   int          // wake-ups in a row with a stripe ahead and no byte on the lead (receive gate)
-	rstillAt uint64       // the lead's rread at the last of them (receive gate)
+	sl       *conn      // send lead (smu; written under mu)
+	slOld    *conn      // the send lead before the last move (as sl): the peer may read it still
+	rl       *conn      // receive lead (receive gate; written under mu)
+	rlOld    *conn      // the receive lead before the last move (as rl)
+	rentry   *conn      // the receive lead locked by the receive in progress
+	leadOK   bool       // the lead moves when its path stops
+	smu      sync.Mutex // a Send, or the watch moving the send lead
+	llog     *leadLog   // copy of the small frames on sl (smu)
+	seg      leadSeg    // the Send's large frame on sl (smu)
+	segx     []leadSeg  // the frames after it in the Send, such as repairs (smu)
+	moveSaid bool       // moveLead said why the lead cannot move (smu)
+	moveBufs [][]byte   // moveLead's (smu)
+	// Where sl's own bytes stand in the lead stream, whose offsets
+	// count its bytes across moves (lead.go): sl's stream offset slcs
+	// is the lead stream's slres; sl took the lead at the lead stream's
+	// slfrom (smu).
+	slres, slcs, slfrom uint64
+	sstalled            atomic.Bool  // the watch found sl stalled
+	sfollow             atomic.Bool  // sstalled because the peer moved its lead off sl's path
+	sto                 atomic.Int32 // 1 + the path the peer last moved its lead onto (a move's first choice)
+	rmove               atomic.Bool  // the watch found a lead frame: a receive joins
+	rhdrWait            atomic.Bool  // a receive waits for a header on the lead
+	rstripe             atomic.Bool  // the watch found a stripe while it did
+	rpre                uint16       // positions whose stripe the receive read before the header
+	rkeep               atomic.Bool  // the watch saw a stripe ahead of an idle lead for a while
+	rkept               []keptStripe // stripes of a later message read ahead of a lead frame (receive gate)
+	rbig                bool         // the receive left a stripe too large to keep (receive gate)
+	rbody               atomic.Bool  // a receive reads a message's first frame's payload on the lead
+	rstill              int          // wake-ups in a row with a stripe ahead and no byte on the lead (receive gate)
+	rstillAt            uint64       // the lead's rread at the last of them (receive gate)
 }
 
 // New returns a Transport for cfg and starts accepting connections on
@@ -852,6 +862,11 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		first := pr.rl
 		if early && pr.rlOld != nil {
 			first = pr.rlOld
+			if m := pr.rl.mid; m != nil && pr.rl.leadRead() >= pr.rl.midAt+wire.FrameHeaderSize {
+				// Written on the lead this rank never joined
+				// (lead.go, joinLead).
+				first = m
+			}
 		}
 		if h.Len == h.Total {
 			err = fmt.Errorf("rank %d sent a whole message naming other paths %#x: %w", peer, h.Paths, errProtocol)

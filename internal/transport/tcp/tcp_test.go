@@ -933,6 +933,8 @@ func TestNoAllocs(t *testing.T) {
 	}{
 		{"small", 1, 64, context.Background(), false, 0},
 		{"small with deadline", 1, 64, deadlineCtx, false, 0},
+		// A frame's rest after its header is read polled (conn.Read).
+		{"one socket, 48 KiB", 1, 48 << 10, deadlineCtx, false, 0},
 		{"striped", 4, 1 << 20, context.Background(), false, 0},
 		{"striped with deadline", 4, 1 << 20, deadlineCtx, false, 0},
 		{"small over two paths", 1, 64, deadlineCtx, true, 0},
@@ -982,6 +984,36 @@ func TestNoAllocs(t *testing.T) {
 				t.Errorf("%.1f allocations per round trip", allocs)
 			}
 		})
+	}
+}
+
+// TestLeadWatchNoAllocs: the lead watch looks at the front of the other
+// paths' connections several times per StallAfter for as long as a pair
+// lives, beside every message; a look allocates nothing. (Its allocations
+// counted against TestNoAllocs' round trips whenever a loaded machine
+// made them slow.)
+func TestLeadWatchNoAllocs(t *testing.T) {
+	trs, _ := multiPathWorld(t, 2, 2, "127.0.0.1:%d", "127.0.0.2:%d")
+	stop := startEcho(t, trs[1], context.Background(), 64)
+	defer stop()
+	p := make([]byte, 64)
+	fp := fpFor(0, len(p))
+	for range 2 { // the pair connected, each side's lead in use
+		if err := trs[0].Send(context.Background(), 1, &fp, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := trs[0].Recv(context.Background(), 1, &fp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr := trs[0].peers[1]
+	looked := 0
+	pr.candidates(func(*conn) bool { looked++; return false })
+	if looked == 0 {
+		t.Fatal("no connection to look at")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { pr.findLeadFrame() }); allocs != 0 {
+		t.Errorf("%.1f allocations per look at %d connections", allocs, looked)
 	}
 }
 
