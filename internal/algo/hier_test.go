@@ -98,10 +98,12 @@ func TestVerifyLayouts(t *testing.T) {
 				if n > large {
 					// Large shapes: one count just past a multiple of
 					// n (every block boundary differs), alternating
-					// in place, or unequal counts.
+					// in place where the collective has an in-place
+					// form (Broadcast has none), or unequal counts.
 					ss = ss[:0]
 					for _, s := range specs(a.Coll, n, rng) {
-						if s.Coll == sched.Barrier || s.Count(0) == n+1 && s.InPlace == (n%2 == 0) {
+						inPlace := s.InPlace == (n%2 == 0) || a.Coll == sched.Broadcast
+						if s.Coll == sched.Barrier || s.Count(0) == n+1 && inPlace && s.Root == 0 {
 							ss = append(ss, s)
 						}
 						if s.Coll == sched.AllToAll && len(ss) == 0 && a.Supports(s) {
@@ -109,25 +111,53 @@ func TestVerifyLayouts(t *testing.T) {
 						}
 					}
 				}
+				if a.Coll.Rooted() {
+					// Every call of a rooted collective once with the
+					// root a host's first rank and once with it inside
+					// a host (another leader, another tree).
+					var rooted []sched.Spec
+					for _, s := range ss {
+						if s.Root != 0 {
+							continue // specs' own roots: replaced here
+						}
+						for _, root := range layoutRoots(l, rng) {
+							s.Root = root
+							rooted = append(rooted, s)
+						}
+					}
+					ss = rooted
+				}
 				verified := 0
 				for _, s := range ss {
-					if s.Coll == sched.Broadcast || s.Coll == sched.Reduce {
-						s.Root = rng.IntN(n)
-					}
 					if !a.Supports(s) {
 						continue // the leader AllToAll: uniform matrices only
 					}
 					if err := sched.Verify(s, buildAll(t, a, s)); err != nil {
-						t.Fatalf("layout %v: %s: %v", l.Hosts, describe(s), err)
+						t.Fatalf("layout %v: %s root %d: %v", l.Hosts, describe(s), s.Root, err)
 					}
 					verified++
 				}
-				if verified == 0 && a.Coll == sched.AllToAll {
+				if verified == 0 {
 					t.Fatalf("layout %v: no call verified", l.Hosts)
 				}
 			}
 		})
 	}
+}
+
+// layoutRoots returns the roots a rooted collective is verified with on l:
+// a host's first rank (host 0's when there is one host) and a rank past
+// the first on its host, each on a random host.
+func layoutRoots(l Layout, rng *rand.Rand) []int {
+	roots := []int{l.Hosts[rng.IntN(len(l.Hosts))][0]}
+	var inner []int
+	for _, rs := range l.Hosts {
+		inner = append(inner, rs[1:]...)
+	}
+	if len(inner) > 0 {
+		roots = append(roots, inner[rng.IntN(len(inner))])
+	}
+	return roots
 }
 
 // TestLayoutCrossings checks the point of the layout algorithms: the ring
