@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -17,8 +18,42 @@ const HandshakeMagic = "HCOM"
 // path; version 4 numbered the generations of a path's connections
 // (Handshake.Gen, FrameRejoin), so a retired path can be dialed again;
 // version 5 added the idle ping (FramePing) and the lead frame
-// (FrameLead), which moves a pair's lead stream off a stopped path.
-const HandshakeVersion = 5
+// (FrameLead), which moves a pair's lead stream off a stopped path;
+// version 6 gave the lead frame the offset where the lead it leaves began
+// (FrameHeader.Offset) and counted lead-stream offsets across moves, so a
+// lead moved twice is replayed right on a rank that never joined the
+// first move.
+//
+// The Handshake and HandshakeReply layouts are the same from version 5
+// on, and stay so: a new version changes frames, never the first
+// exchange, so that ranks of different versions tell each other so, with
+// proof, before any frame is sent (VersionError).
+const HandshakeVersion = 6
+
+// FirstVersion is the oldest version whose Handshake has this package's
+// layout: a listener decodes a handshake of any version from it on, runs
+// the exchange in the dialer's version and, once the dialer has proven it
+// belongs to the job, refuses it naming both versions.
+const FirstVersion = 5
+
+// ErrVersion is wrapped by the error (a *VersionError) of a handshake or
+// handshake reply of another protocol version than this build's: a rank
+// of the job runs a build that cannot talk to this one.
+var ErrVersion = errors.New("hcomm: protocol version mismatch")
+
+// VersionError reports a handshake or handshake reply in another protocol
+// version than this build's (HandshakeVersion). It unwraps to ErrVersion.
+type VersionError struct {
+	Local  uint16 // the version this build speaks
+	Remote uint16 // the version the other end speaks
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("wire: the other end speaks protocol version %d, this build version %d (every rank of a job must run a build of the same protocol version)", e.Remote, e.Local)
+}
+
+// Unwrap returns ErrVersion.
+func (e *VersionError) Unwrap() error { return ErrVersion }
 
 // MaxGen is the highest generation of a path's connections
 // (Handshake.Gen).
@@ -116,6 +151,12 @@ func (h *Handshake) MarshalTo(b []byte) {
 // that it is self-consistent: the magic, a supported version, ranks within
 // Size and distinct, a socket index within the socket count. Nothing in it
 // is to be believed before the dialer's proof verifies.
+//
+// A handshake of another version than HandshakeVersion gives a
+// *VersionError; if its version is FirstVersion or later and it is
+// otherwise well formed, h holds it decoded (Version the dialer's), so
+// that the listener can run the exchange in that version and prove to the
+// dialer that the versions differ. h is left as it was otherwise.
 func (h *Handshake) Unmarshal(b []byte) error {
 	if len(b) < HandshakeSize {
 		return fmt.Errorf("wire: handshake needs %d bytes, have %d: %w", HandshakeSize, len(b), ErrMalformed)
@@ -126,8 +167,8 @@ func (h *Handshake) Unmarshal(b []byte) error {
 	}
 	var d Handshake
 	d.Version, d.Gen = uint16(b[4]), b[5]
-	if d.Version != HandshakeVersion {
-		return fmt.Errorf("wire: handshake version %d, want %d: %w", d.Version, HandshakeVersion, ErrMalformed)
+	if d.Version < FirstVersion {
+		return &VersionError{Local: HandshakeVersion, Remote: d.Version}
 	}
 	d.Paths = le.Uint16(b[6:8])
 	d.CommID = le.Uint64(b[8:16])
@@ -146,6 +187,9 @@ func (h *Handshake) Unmarshal(b []byte) error {
 		return fmt.Errorf("wire: handshake for socket %d of %d: %w", d.Socket, d.Sockets, ErrMalformed)
 	}
 	*h = d
+	if d.Version != HandshakeVersion {
+		return &VersionError{Local: HandshakeVersion, Remote: d.Version}
+	}
 	return nil
 }
 
@@ -285,7 +329,10 @@ func CutReason(reason string) string {
 
 // ReadHandshakeReply reads and checks one HandshakeReply from rd: the magic,
 // a supported version, a known status, no reason in a challenge and a reason
-// of the announced length. It reads no more than the reply.
+// of the announced length. It reads no more than the reply. A reply of
+// another version than HandshakeVersion that is otherwise well formed is
+// returned decoded with a *VersionError (a listener of another build says
+// why it refuses in its own version).
 func ReadHandshakeReply(rd io.Reader) (HandshakeReply, error) {
 	var hb [ReplyHeaderSize]byte
 	if _, err := io.ReadFull(rd, hb[:]); err != nil {
@@ -299,9 +346,6 @@ func ReadHandshakeReply(rd io.Reader) (HandshakeReply, error) {
 		Status:  ReplyStatus(hb[6]),
 	}
 	copy(r.Data[:], hb[8:40])
-	if r.Version != HandshakeVersion {
-		return HandshakeReply{}, fmt.Errorf("wire: handshake reply version %d, want %d: %w", r.Version, HandshakeVersion, ErrMalformed)
-	}
 	if r.Status < ReplyAccept || r.Status > ReplyChallenge {
 		return HandshakeReply{}, fmt.Errorf("wire: handshake reply status %d: %w", hb[6], ErrMalformed)
 	}
@@ -318,6 +362,9 @@ func ReadHandshakeReply(rd io.Reader) (HandshakeReply, error) {
 			return HandshakeReply{}, err
 		}
 		r.Reason = string(reason[:n])
+	}
+	if r.Version != HandshakeVersion {
+		return r, &VersionError{Local: HandshakeVersion, Remote: r.Version}
 	}
 	return r, nil
 }

@@ -208,6 +208,14 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 		return fmt.Errorf("tcp: the reply starts with %q, not %q: %w", magic[:], wire.HandshakeMagic, wire.ErrMalformed)
 	}
 	ch, err := wire.ReadHandshakeReply(io.MultiReader(bytes.NewReader(magic[:]), nc))
+	var otherVersion *wire.VersionError
+	if errors.As(err, &otherVersion) {
+		// A listener of another build (before version 6 it refuses a
+		// handshake of another version at once, unproven). On the
+		// first path this is the peer (see elsewhere).
+		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf("%s (it answered %s: %s)",
+			otherVersion, ch.Status, ch.PrintableReason()), elsewhere: true, cause: otherVersion}
+	}
 	if err != nil {
 		return err
 	}
@@ -222,6 +230,10 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 		return err
 	}
 	rep, err := wire.ReadHandshakeReply(nc)
+	if errors.As(err, &otherVersion) {
+		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf("%s (it answered %s: %s)",
+			otherVersion, rep.Status, rep.PrintableReason()), cause: otherVersion}
+	}
 	if err != nil {
 		return err
 	}
@@ -236,7 +248,7 @@ func (t *Transport) clientHandshake(ctx context.Context, nc net.Conn, r int, add
 		return &RefusedError{Peer: r, Addr: addr, Reason: fmt.Sprintf(
 			"the listener there answered %s without proving it holds the job token (another job, or an impostor)", rep.Status), elsewhere: true}
 	case rep.Status == wire.ReplyRefuse:
-		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason(), elsewhere: notThisRank(rep.Reason)}
+		return &RefusedError{Peer: r, Addr: addr, Reason: rep.PrintableReason(), elsewhere: notThisRank(rep.Reason), cause: versionRefusal(rep.Reason)}
 	case rep.Status == wire.ReplyAborted:
 		return &errs.PeerError{Peer: r, Kind: errs.ErrAborted, Cause: errors.New(rep.PrintableReason())}
 	}
@@ -362,7 +374,7 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 	m := len(wire.HandshakeMagic)
 	n, err := io.ReadFull(nc, b[:m])
 	if err == nil && string(b[:m]) != wire.HandshakeMagic {
-		t.refuse(nc, remote, -1, fmt.Sprintf("malformed handshake: starts with %q, not %q", b[:m], wire.HandshakeMagic))
+		t.refuse(nc, remote, -1, wire.HandshakeVersion, fmt.Sprintf("malformed handshake: starts with %q, not %q", b[:m], wire.HandshakeMagic))
 		return
 	}
 	if err == nil {
@@ -379,12 +391,22 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 		return
 	}
 	var h wire.Handshake
+	var otherVersion *wire.VersionError
 	if err := h.Unmarshal(b[:]); err != nil {
-		t.refuse(nc, remote, -1, "malformed handshake: "+err.Error())
-		return
+		// A dialer of another version is answered in its own, so that it
+		// reads why; one whose handshake this rank cannot decode is told
+		// so at once, one whose it can proves itself first (below).
+		ver := uint16(wire.HandshakeVersion)
+		if errors.As(err, &otherVersion) {
+			ver = otherVersion.Remote
+		}
+		if otherVersion == nil || h.Version != otherVersion.Remote {
+			t.refuse(nc, remote, -1, ver, "malformed handshake: "+err.Error())
+			return
+		}
 	}
 	rank := int(h.Rank)
-	ch := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: wire.ReplyChallenge}
+	ch := wire.HandshakeReply{Version: h.Version, Status: wire.ReplyChallenge}
 	rand.Read(ch.Data[:])
 	nonce := ch.Data
 	if _, err := nc.Write(ch.AppendTo(b[:0])); err != nil {
@@ -397,7 +419,7 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 		return
 	}
 	if want := wire.DialerProof(&t.key, &h, &nonce); !wire.ProofEqual(&want, &proof) {
-		t.refuse(nc, remote, rank, errUnauthenticated)
+		t.refuse(nc, remote, rank, h.Version, errUnauthenticated)
 		return
 	}
 	// From here on the dialer is a rank of this job: it no longer counts
@@ -408,6 +430,18 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 	if reason := t.check(&h); reason != "" {
 		t.refusals.note(remote, rank, reason)
 		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
+		return
+	}
+	if otherVersion != nil {
+		// A rank of this job, proven, running a build of another
+		// protocol version: the pair cannot work. Both ends learn why
+		// now rather than at the first frame the other misreads.
+		reason := fmt.Sprintf(reasonVersion+"%d; rank %d speaks version %d (every rank of a job must run a build of the same protocol version)",
+			h.Version, t.rank, wire.HandshakeVersion)
+		t.refusals.note(remote, rank, reason)
+		t.answer(nc, &h, &nonce, wire.ReplyRefuse, reason)
+		t.peers[rank].fail(&errs.PeerError{Peer: rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+			"tcp: rank %d dialed from %s: %w", rank, remote, otherVersion)})
 		return
 	}
 	if t.state.Load() != stateOpen {
@@ -478,6 +512,25 @@ const (
 	reasonRank = "meant for rank "
 )
 
+// reasonVersion opens the reason a listener gives a proven dialer of
+// another protocol version.
+const reasonVersion = "protocol version "
+
+// versionRefusal returns the *wire.VersionError a proven listener's
+// refusal reports (its reason opens with reasonVersion: a listener of a
+// later build answering in this one's version), or nil.
+func versionRefusal(reason string) error {
+	var mine, rank int
+	var theirs uint16
+	if !strings.HasPrefix(reason, reasonVersion) {
+		return nil
+	}
+	if _, err := fmt.Sscanf(reason, reasonVersion+"%d; rank %d speaks version %d", &mine, &rank, &theirs); err != nil || mine != wire.HandshakeVersion {
+		return nil
+	}
+	return &wire.VersionError{Local: wire.HandshakeVersion, Remote: theirs}
+}
+
 // notThisRank reports whether a proven listener's refusal says it is not
 // the rank the dialer meant to reach.
 func notThisRank(reason string) bool {
@@ -485,10 +538,11 @@ func notThisRank(reason string) bool {
 }
 
 // refuse turns away a dialer that has not proven itself, with a reason that
-// says nothing about this rank.
-func (t *Transport) refuse(nc net.Conn, remote string, claimed int, reason string) {
+// says nothing about this rank, in protocol version ver (the dialer's, so
+// that it reads the reason).
+func (t *Transport) refuse(nc net.Conn, remote string, claimed int, ver uint16, reason string) {
 	t.refusals.note(remote, claimed, reason)
-	rep := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: wire.ReplyRefuse, Reason: wire.CutReason(reason)}
+	rep := wire.HandshakeReply{Version: ver, Status: wire.ReplyRefuse, Reason: wire.CutReason(reason)}
 	nc.Write(rep.AppendTo(nil))
 }
 
@@ -501,10 +555,10 @@ func (t *Transport) incomplete(remote string, claimed, n int, err error) {
 }
 
 // answer sends the final reply to an authenticated dialer, with this rank's
-// proof.
+// proof, in the dialer's protocol version.
 func (t *Transport) answer(nc net.Conn, h *wire.Handshake, nonce *[wire.NonceSize]byte, status wire.ReplyStatus, reason string) error {
 	reason = wire.CutReason(reason)
-	rep := wire.HandshakeReply{Version: wire.HandshakeVersion, Status: status, Reason: reason,
+	rep := wire.HandshakeReply{Version: h.Version, Status: status, Reason: reason,
 		Data: wire.ListenerProof(&t.key, h, nonce, status, reason)}
 	_, err := nc.Write(rep.AppendTo(nil))
 	return err

@@ -232,12 +232,18 @@ type RefusedError struct {
 	Addr   string
 	Reason string
 
-	elsewhere bool // the listener at Addr is not Peer's (see elsewhere)
+	elsewhere bool  // the listener at Addr is not Peer's (see elsewhere)
+	cause     error // a *wire.VersionError, or nil
 }
 
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("tcp: rank %d at %s refused the connection: %s", e.Peer, e.Addr, e.Reason)
 }
+
+// Unwrap returns the refusal's cause when it is known: a *wire.VersionError
+// (matching wire.ErrVersion) when the listener speaks another protocol
+// version.
+func (e *RefusedError) Unwrap() error { return e.cause }
 
 // Transport states.
 const (
