@@ -60,4 +60,8 @@ type Config struct {
 	// forceCMAFallback makes this rank answer every single-copy
 	// descriptor with "fallback", as if process_vm_readv were refused.
 	forceCMAFallback bool
+
+	// noPopulate leaves the segment's pages to be mapped by their first
+	// touch (segment.populate not called).
+	noPopulate bool
 }

@@ -71,6 +71,8 @@ func variantConfig(variant string, cfg *Config) {
 		cfg.SlotBytes = 4096
 		cfg.Slots = 2
 		cfg.CMAThreshold = 1
+	case "nopopulate": // pages mapped by their first touch
+		cfg.noPopulate = true
 	case "yield": // waits poll with sched_yield, as when oversubscribed
 		cfg.Yield = 1
 	case "odd": // slots that do not divide the sizes, no single copy

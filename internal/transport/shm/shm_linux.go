@@ -177,10 +177,17 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm transport: %w", err)
 	}
-	if node := homeNode(); node >= 0 {
+	node := homeNode()
+	if node >= 0 {
 		if err := seg.placeIncoming(t.me, node); err != nil {
 			t.log.Debug("shm: cannot place the rings on this rank's NUMA node", "node", node, "err", err)
 		}
+	}
+	// Not the rings on a machine of several NUMA nodes: a ring this rank
+	// writes is a peer's to place, which moves only pages no one else
+	// has mapped.
+	if !cfg.noPopulate {
+		seg.populate(t.me, n == t.size, node < 0)
 	}
 	if err := seg.awaitAttached(ctx); err != nil {
 		seg.setReason(t.me, "setup failed: "+err.Error())

@@ -4,8 +4,15 @@
 // call of the first 100 and of the last 100 (µs), and per rank the CPU it
 // ran on at the first call, at every 1000th and at the end
 // (scripts/bench/firstcalls-ab.sh alternates builds over fresh jobs).
+// With -timeline B every rank also prints a line per block of B calls:
+// when it started (ms into the loop), its mean and median call, its calls
+// over 20 µs and the longest, the rank's CPU, and the process's minor page
+// faults, voluntary and involuntary context switches and CPU time over the
+// block (getrusage; about 2 faults a block of 1000 are this program's own
+// record of the calls).
 //
 //	hcomm run -n 2 -- firstcalls -calls 20000
+//	hcomm run -n 2 -- firstcalls -calls 4000 -timeline 1000
 package main
 
 import (
@@ -23,12 +30,15 @@ import (
 
 func main() {
 	calls := flag.Int("calls", 20000, "collectives timed from the start")
+	flag.IntVar(&timeline, "timeline", 0, "also print, per rank, every block of this many calls: its start (ms), mean and median call (µs), calls over 20 µs, CPU")
 	flag.Parse()
 	if err := run(*calls); err != nil {
 		fmt.Fprintln(os.Stderr, "firstcalls:", err)
 		os.Exit(1)
 	}
 }
+
+var timeline int
 
 func run(n int) error {
 	ctx := context.Background()
@@ -41,11 +51,19 @@ func run(n int) error {
 	initDur := time.Since(t0)
 	send, recv := []float32{1, 2}, []float32{0, 0}
 	durs := make([]time.Duration, n)
+	nb := 0
+	if timeline > 0 {
+		nb = (n + timeline - 1) / timeline
+	}
+	usage := make([]usage, nb+1)
 	marks := []int64{}
 	start := time.Now()
 	for i := range n {
 		if i%1000 == 0 {
 			marks = append(marks, int64(topo.CurrentCPU()))
+		}
+		if timeline > 0 && i%timeline == 0 {
+			usage[i/timeline] = readUsage()
 		}
 		s := time.Now()
 		if err := hcomm.AllReduce(ctx, c, send, recv, hcomm.Sum); err != nil {
@@ -54,7 +72,31 @@ func run(n int) error {
 		durs[i] = time.Since(s)
 	}
 	total := time.Since(start)
+	if timeline > 0 {
+		usage[nb] = readUsage()
+	}
 	marks = append(marks, int64(topo.CurrentCPU()))
+	if timeline > 0 {
+		var at time.Duration
+		for b := 0; b < n; b += timeline {
+			blk := durs[b:min(b+timeline, n)]
+			var sum time.Duration
+			slow := 0
+			for _, d := range blk {
+				sum += d
+				if d > 20*time.Microsecond {
+					slow++
+				}
+			}
+			s := slices.Clone(blk)
+			slices.Sort(s)
+			u0, u1 := &usage[b/timeline], &usage[b/timeline+1]
+			fmt.Printf("timeline r%d block %d at_ms %.2f mean_us %.3f med_us %.3f slow %d max_us %.1f cpu %d flt %d vcsw %d ivcsw %d cpu_ms %.2f\n",
+				c.Rank(), b/timeline, float64(at)/1e6, float64(sum)/float64(len(blk))/1e3, float64(s[len(s)/2])/1e3, slow, float64(s[len(s)-1])/1e3, marks[min(b/1000, len(marks)-1)],
+				u1.minflt-u0.minflt, u1.nvcsw-u0.nvcsw, u1.nivcsw-u0.nivcsw, float64(u1.cpu-u0.cpu)/1e6)
+			at += sum
+		}
+	}
 	all := make([]int64, len(marks)*c.Size())
 	if err := hcomm.AllGather(ctx, c, marks, all); err != nil {
 		return err
