@@ -454,140 +454,188 @@ func TestRepairOfPreRead(t *testing.T) {
 func TestLeadMoveTwice(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
-		lose  bool   // the first lead frame never reaches rank 1
-		acked uint64 // of the first lead frame, taken as acknowledged
+		lose  uint   // the lead frames (bit k: of move k+1) that never reach rank 1
+		acked uint64 // of a lead frame on a path that stops, taken as acknowledged
 	}{
-		{"first lead frame lost", true, 0},
-		{"first lead frame read, unacknowledged", false, 0},
-		{"first lead frame's header acknowledged", false, wire.FrameHeaderSize + 20},
+		{"first lead frame lost", 1, 0},
+		{"first lead frame read, unacknowledged", 0, 0},
+		{"first lead frame's header acknowledged", 0, wire.FrameHeaderSize + 20},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d", "127.0.0.3:%d")
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("logs:\n%s", logs.String())
-				}
-			})
-			t0 := trs[0]
-			var mu sync.Mutex
-			dead := map[*conn]uint64{} // rank 0's stopped connections: what their peer acknowledged
-			isDead := func(c *conn) (uint64, bool) {
-				mu.Lock()
-				defer mu.Unlock()
-				a, ok := dead[c]
-				return a, ok
-			}
-			var moves atomic.Int32
-			t0.testAcked = func(c *conn, a uint64) uint64 {
-				if d, ok := isDead(c); ok {
-					return min(a, d)
-				}
-				return a
-			}
-			t0.testStall = func(c *conn) bool { _, ok := isDead(c); return ok }
-			t0.testLost = func(c *conn) bool { _, ok := isDead(c); return ok }
-			t0.testMoveTo = func(next *conn) {
-				if moves.Add(1) == 1 {
-					// The path the lead moves onto stopped with the
-					// lead's.
-					mu.Lock()
-					dead[next] = next.wroteAt() + tt.acked
-					mu.Unlock()
-				}
-			}
-			t0.testLoseMove = func(next *conn) bool { _, ok := isDead(next); return ok && tt.lose }
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			runAll(t, trs, func(tr *Transport) error { return barrier2(ctx, tr, 1-tr.Rank()) })
-			pr := t0.peers[1]
-			if !pr.leadOK {
-				t.Fatal("the pair does not move its lead: no TCP_INFO acknowledgement counts?")
-			}
-			const small = 100
-			seq := 0
-			for ; seq < 3; seq++ {
-				if err := sendMsg(ctx, t0, 1, seq, small); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := range 2 {
-				if err := recvMsg(ctx, trs[1], 0, i, small); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The lead's path stops with its last small frame
-			// unacknowledged; what follows on it is lost.
-			pr.smu.Lock()
-			first := pr.sl
+		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 2, tt.lose, tt.acked) })
+	}
+}
+
+// TestLeadMoveThrice: the lead's path and the two paths it moves onto in
+// turn stop together (four paths, the fourth survives), so the lead moves
+// three times in a row, each lead frame resuming where the first did.
+// Rank 1 joins the third whether it never saw either of the first two
+// (both lost with their paths: two leads it never joined), joined the
+// first only, or the second only; the middle leads' first stripes are
+// placed by the offsets where those leads began. Every message arrives
+// whole and in order, and the pair does not fail.
+func TestLeadMoveThrice(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		lose uint
+	}{
+		{"first and second lead frames lost", 3},
+		{"first read, second lost", 2},
+		{"first lost, second read", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 3, tt.lose, 0) })
+	}
+}
+
+// leadMoveChain runs a pair over moves+1 paths whose first moves paths
+// stop at once with the lead on the first: the lead moves moves times,
+// each move but the last onto a path that stopped too (with acked bytes
+// of what is written on it taken as acknowledged, its lead frame lost
+// when bit k of lose is set, k from 0 for the first move), and lands on
+// the last path. Messages small and large go across during the moves,
+// then both ways once the stopped paths are back.
+func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64) {
+	addrs := make([]string, moves+1)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.0.%d:%%d", i+1)
+	}
+	trs, logs := multiPathWorld(t, 2, 1, addrs...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	t0 := trs[0]
+	var mu sync.Mutex
+	dead := map[*conn]uint64{} // rank 0's stopped connections: what their peer acknowledged
+	lost := map[*conn]bool{}   // and those whose lead frame is lost
+	isDead := func(c *conn) (uint64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := dead[c]
+		return a, ok
+	}
+	var nmoves atomic.Int32
+	t0.testAcked = func(c *conn, a uint64) uint64 {
+		if d, ok := isDead(c); ok {
+			return min(a, d)
+		}
+		return a
+	}
+	t0.testStall = func(c *conn) bool { _, ok := isDead(c); return ok }
+	t0.testLost = func(c *conn) bool { _, ok := isDead(c); return ok }
+	t0.testMoveTo = func(next *conn) {
+		if k := int(nmoves.Add(1)); k < moves {
+			// The path the lead moves onto stopped with the
+			// lead's.
 			mu.Lock()
-			dead[first] = first.wroteAt() - (wire.FrameHeaderSize + small)
+			if _, ok := dead[next]; !ok {
+				dead[next] = next.wroteAt() + acked
+				lost[next] = lose&(1<<(k-1)) != 0
+			}
 			mu.Unlock()
-			pr.smu.Unlock()
-			sizes := []int{small, 1 << 20, small, 8, 1 << 20, small}
-			errc := make(chan error, 1)
-			go func() {
-				for i, size := range sizes {
-					if err := sendMsg(ctx, t0, 1, seq+i, size); err != nil {
-						errc <- err
-						return
-					}
-				}
-				errc <- nil
-			}()
-			if err := recvMsg(ctx, trs[1], 0, 2, small); err != nil {
-				t.Fatalf("%v\n%s", err, logs.String())
+		}
+	}
+	t0.testLoseMove = func(next *conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return lost[next]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runAll(t, trs, func(tr *Transport) error { return barrier2(ctx, tr, 1-tr.Rank()) })
+	pr := t0.peers[1]
+	if !pr.leadOK {
+		t.Fatal("the pair does not move its lead: no TCP_INFO acknowledgement counts?")
+	}
+	const small = 100
+	seq := 0
+	for ; seq < 3; seq++ {
+		if err := sendMsg(ctx, t0, 1, seq, small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if err := recvMsg(ctx, trs[1], 0, i, small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The lead's path stops with its last small frame
+	// unacknowledged; what follows on it is lost.
+	pr.smu.Lock()
+	first := pr.sl
+	mu.Lock()
+	dead[first] = first.wroteAt() - (wire.FrameHeaderSize + small)
+	mu.Unlock()
+	pr.smu.Unlock()
+	sizes := []int{small, 1 << 20, small, 8, 1 << 20, small}
+	for range moves - 2 {
+		sizes = append(sizes, 1<<20, small)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for i, size := range sizes {
+			if err := sendMsg(ctx, t0, 1, seq+i, size); err != nil {
+				errc <- err
+				return
 			}
-			for i, size := range sizes {
-				if err := recvMsg(ctx, trs[1], 0, seq+i, size); err != nil {
-					t.Fatalf("%v\n%s", err, logs.String())
-				}
+		}
+		errc <- nil
+	}()
+	if err := recvMsg(ctx, trs[1], 0, 2, small); err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range sizes {
+		if err := recvMsg(ctx, trs[1], 0, seq+i, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	seq += len(sizes)
+	pr.mu.Lock()
+	sl := pr.sl
+	pr.mu.Unlock()
+	if sl.path.idx != moves || int(nmoves.Load()) < moves {
+		t.Fatalf("the lead is on path %d after %d moves, want path %d after %d", sl.path.idx, nmoves.Load(), moves, moves)
+	}
+	for k := range moves {
+		if !logHas(logs.String(), "the lead stream moves to another path", "rank=0", fmt.Sprintf("path=%d ", k)) {
+			t.Errorf("no WARN for the move off path %d", k)
+		}
+	}
+	// Rank 1 joined the last move, and the others only if their lead
+	// frames came.
+	if !logHas(logs.String(), "peer moved the lead stream", "rank=1", fmt.Sprintf("path=%d ", moves-1), fmt.Sprintf("to=%d", moves)) {
+		t.Errorf("rank 1 did not join the move off path %d", moves-1)
+	}
+	for k := 1; k < moves; k++ {
+		if lose&(1<<(k-1)) != 0 && logHas(logs.String(), "peer moved the lead stream", "rank=1", fmt.Sprintf("to=%d", k)) {
+			t.Errorf("rank 1 joined a lead frame onto path %d that never came", k)
+		}
+	}
+	mu.Lock()
+	clear(dead)
+	clear(lost)
+	mu.Unlock()
+	// Both ways, and every stopped path back in use.
+	trade(ctx, t, trs, &seq, 3)
+	for back := false; !back; {
+		if ctx.Err() != nil {
+			t.Fatalf("paths 0 to %d did not come back:\n%v", moves-1, t0.Paths())
+		}
+		trade(ctx, t, trs, &seq, 1)
+		n := 0
+		for _, s := range t0.Paths() {
+			if s.Path < moves && !s.Retired && s.Gen > 0 {
+				n++
 			}
-			if err := <-errc; err != nil {
-				t.Fatalf("%v\n%s", err, logs.String())
-			}
-			seq += len(sizes)
-			pr.mu.Lock()
-			sl := pr.sl
-			pr.mu.Unlock()
-			if sl.path.idx != 2 || moves.Load() < 2 {
-				t.Fatalf("the lead is on path %d after %d moves, want path 2 after 2:\n%s", sl.path.idx, moves.Load(), logs.String())
-			}
-			for _, k := range []int{0, 1} {
-				if !logHas(logs.String(), "the lead stream moves to another path", "rank=0", fmt.Sprintf("path=%d ", k)) {
-					t.Errorf("no WARN for the move off path %d:\n%s", k, logs.String())
-				}
-			}
-			// Rank 1 joined the second move, and the first only if its
-			// lead frame came.
-			if !logHas(logs.String(), "peer moved the lead stream", "rank=1", "path=1 ", "to=2") {
-				t.Errorf("rank 1 did not join the move off path 1:\n%s", logs.String())
-			}
-			if tt.lose && logHas(logs.String(), "peer moved the lead stream", "rank=1", "to=1") {
-				t.Errorf("rank 1 joined a lead frame that never came:\n%s", logs.String())
-			}
-			mu.Lock()
-			clear(dead)
-			mu.Unlock()
-			// Both ways, and both stopped paths back in use.
-			trade(ctx, t, trs, &seq, 3)
-			for back := false; !back; {
-				if ctx.Err() != nil {
-					t.Fatalf("paths 0 and 1 did not come back:\n%v\n%s", t0.Paths(), logs.String())
-				}
-				trade(ctx, t, trs, &seq, 1)
-				n := 0
-				for _, s := range t0.Paths() {
-					if s.Path < 2 && !s.Retired && s.Gen > 0 {
-						n++
-					}
-				}
-				back = n == 2
-			}
-			trade(ctx, t, trs, &seq, 3)
-			if err := pr.err(); err != nil {
-				t.Fatalf("the pair failed: %v", err)
-			}
-		})
+		}
+		back = n == moves
+	}
+	trade(ctx, t, trs, &seq, 3)
+	if err := pr.err(); err != nil {
+		t.Fatalf("the pair failed: %v", err)
 	}
 }
 
