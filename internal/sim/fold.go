@@ -98,6 +98,13 @@ func (m *machine) initFold() {
 	}
 }
 
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func clampRel(x, t float64) float64 { return max(x-t, 0) }
 
 func appendBd(fs []float64, is []int64, b *Breakdown) ([]float64, []int64) {
@@ -115,7 +122,7 @@ func (m *machine) take(s *snapshot, t float64) {
 	for c := range m.ranks {
 		rs := &m.ranks[c]
 		s.ints = append(s.ints, int64(rs.step)-int64(rs.first)-(ref-int64(m.ranks[0].first)), int64(rs.pending), int64(len(rs.ops)),
-			int64(rs.stepBd.Ranks[0]), int64(rs.stepBd.Ranks[1]))
+			int64(rs.stepBd.Ranks[0]), int64(rs.stepBd.Ranks[1]), b2i(rs.fused))
 		s.times = append(s.times, clampRel(rs.stepEnd, t))
 		s.bds, s.bdInts = appendBd(s.bds, s.bdInts, &rs.stepBd)
 		for i := range rs.ops {
@@ -126,7 +133,8 @@ func (m *machine) take(s *snapshot, t float64) {
 				s.times = append(s.times, o.evT-t)
 			}
 			s.ints = append(s.ints, int64(o.phase), int64(o.i), ev, int64(o.bd.Ranks[0]), int64(o.bd.Ranks[1]),
-				int64(o.kind), o.bytes, int64(o.peer), int64(o.to), int64(o.inCh), int64(o.outCh), int64(o.nch), int64(o.per))
+				int64(o.kind), o.bytes, int64(o.peer), int64(o.to), int64(o.inCh), int64(o.outCh), int64(o.nch), int64(o.per),
+				o.chunk, b2i(o.warm)|b2i(o.carry)<<1)
 			s.times = append(s.times, clampRel(o.lastMin, t), o.gap)
 			s.bds, s.bdInts = appendBd(s.bds, s.bdInts, &o.bd)
 		}

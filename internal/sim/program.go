@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/exec"
 	"github.com/hcomm-go/hcomm/internal/sched"
 )
 
@@ -14,7 +15,23 @@ type cop struct {
 	bytes    int64
 	peer, to int32
 	kind     sched.Kind
+	fl       uint8 // the executor's fusions this op may take part in (flX, flRide, flCarry)
 }
+
+// Fusion flags of a compiled op: where the executor fuses large messages
+// over a transport that can (internal/exec; the simulator applies them
+// when the peer shares the rank's host, over shared memory).
+const (
+	// flX marks the ops of the first step of a sched.PairExchange whose
+	// larger message is at least exec.ExchangeMin: that step and the
+	// next run as one fused exchange.
+	flX uint8 = 1 << iota
+	// flRide marks a step's Copy of at least exec.CopySendMin bytes whose
+	// source the step also sends (the Send marked flCarry): the copy is
+	// done from the transport's copy of each piece of the send.
+	flRide
+	flCarry
+)
 
 func (o *cop) local() bool { return o.kind == sched.Copy || o.kind == sched.LocalReduce }
 
@@ -43,16 +60,53 @@ func (ps *programs) addRepeat(p *sched.Program, es, reps int) error {
 }
 
 func (ps *programs) addSteps(p *sched.Program, es int) error {
-	for _, st := range p.Steps {
+	for si, st := range p.Steps {
+		first := len(ps.ops)
 		for _, o := range st.Ops {
 			ps.ops = append(ps.ops, cop{bytes: int64(o.Len()) * int64(es), peer: int32(o.Peer), to: int32(o.To), kind: o.Kind})
 		}
+		fuses(p, si, es, ps.ops[first:])
 		if len(ps.ops) > maxOps {
 			return fmt.Errorf("%w: programs of more than %d ops", ErrTooLarge, maxOps)
 		}
 		ps.stepOff = append(ps.stepOff, int32(len(ps.ops)))
 	}
 	return nil
+}
+
+// fuses sets the fusion flags of ops, step si of p compiled, as the
+// executor decides them (exec.Run: a fused exchange first, else a copy
+// riding a send).
+func fuses(p *sched.Program, si, es int, ops []cop) {
+	if _, ok := sched.PairExchange(p, si); ok {
+		a, d := 0, 0
+		for _, o := range p.Steps[si].Ops {
+			if o.Kind == sched.Send {
+				a = o.Len()
+			} else {
+				d = o.Len()
+			}
+		}
+		if max(a, d)*es >= exec.ExchangeMin {
+			for i := range ops {
+				ops[i].fl |= flX
+			}
+			return
+		}
+	}
+	st := p.Steps[si].Ops
+	for i := range st {
+		if st[i].Kind != sched.Copy || st[i].Src.Len*es < exec.CopySendMin || st[i].Src == st[i].Dst {
+			continue
+		}
+		for j := range st {
+			if st[j].Kind == sched.Send && st[j].Src == st[i].Src {
+				ops[i].fl |= flRide
+				ops[j].fl |= flCarry
+				return
+			}
+		}
+	}
 }
 
 func (ps *programs) steps(p int) (lo, hi int32) { return ps.progStep[p], ps.progStep[p+1] }
@@ -97,7 +151,7 @@ func shifted(p, q *programs, d, n int, es int64, xor bool) bool {
 	}
 	for i := range p.ops {
 		x, y := &p.ops[i], &q.ops[i]
-		if x.kind != y.kind || x.bytes-y.bytes > es || y.bytes-x.bytes > es {
+		if x.kind != y.kind || x.fl != y.fl || x.bytes-y.bytes > es || y.bytes-x.bytes > es {
 			return false
 		}
 		if !x.local() && mv(x.peer) != y.peer {

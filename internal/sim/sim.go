@@ -25,6 +25,21 @@
 // copies up while what its ranks touch fits (CacheBytes), and ranks
 // sharing a core see chunks a turn late (SHMWake).
 //
+// The executor's large-message fusions over shared memory are simulated
+// where it makes them (peers on one host; Options.Unfused turns them off):
+// two steps forming a sched.PairExchange whose larger message is at least
+// exec.ExchangeMin run as one step — the first message sent, the peer's
+// received and reduced piece by piece, each reduced piece sent back as it
+// is made (a receive-reduce-send to the peer, copied from the cache: β
+// times CacheFactor), the peer's reduced pieces received — in pieces of a
+// ring slot (SHMEager) rather than chunks; and a step's copy of at least
+// exec.CopySendMin bytes whose source the step also sends rides the send,
+// each piece copied from the slot it was just written to (CopyBeta times
+// CacheFactor on the sender's core) instead of from memory before the
+// messages. (A step of a send and a receive with one peer that the
+// executor moves on one goroutine from exec.PairMin costs the same here:
+// the cores are a pool of the host's either way.)
+//
 // # Scale
 //
 // The simulator keeps compiled programs (24 bytes per op, no regions) of
@@ -179,6 +194,12 @@ type Options struct {
 	// rank, without synchronising between them, as hcomm perf's timed
 	// loop does (0 or 1: once). Time is then the end of the last.
 	Repeat int
+	// Unfused simulates the executor without its large-message fusions
+	// over shared memory (a pair exchange fused into one transport call,
+	// a copy riding its send; see the package comment): the executor as
+	// it was before them, on which scripts/simval's kept runs were
+	// measured.
+	Unfused bool
 }
 
 // pieceBudget bounds the pieces of all the simulated ranks' messages when
@@ -222,7 +243,12 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 			return Result{}, err
 		}
 	}
+	warm := 1.0
+	if t.CacheFactor > 0 {
+		warm = t.CacheFactor
+	}
 	if t.CacheBytes > 0 && t.CacheFactor > 0 && t.workingSet(n, P, ps, bufBytes(coll, n, reported)) < t.CacheBytes {
+		warm = 1 // already the cache's speed
 		f := t.CacheFactor
 		if t.oversubscribed(n) && t.SHMTurnCache > 0 {
 			f = t.SHMTurnCache // turns evict the cores' own caches
@@ -274,7 +300,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		return p
 	}
 	m := newMachine(t, n, S, P, L, ps, piecesFor(S))
-	m.xor, m.trace = xor, opt.Trace
+	m.xor, m.trace, m.fuse, m.warm = xor, opt.Trace, !opt.Unfused, warm
 	if !opt.NoFold && opt.Trace == nil && t.NICBurst == 0 {
 		m.initFold()
 	}
@@ -285,7 +311,7 @@ func Simulate(t Topology, a algo.Algorithm, coll sched.Coll, n int, bytes int64,
 		// A rank of the period talks to two ranks of one class in a
 		// step: simulate every rank.
 		m = newMachine(t, n, n, P, L, ps, piecesFor(n))
-		m.xor, m.trace = xor, opt.Trace
+		m.xor, m.trace, m.fuse, m.warm = xor, opt.Trace, !opt.Unfused, warm
 		if !opt.NoFold && opt.Trace == nil && t.NICBurst == 0 {
 			m.initFold()
 		}
@@ -375,7 +401,12 @@ func (m *machine) traceStep(c int32) {
 	}
 	rs := &m.ranks[c]
 	ts := TraceStep{Rank: int(c), Step: int(rs.step - 1 - rs.first), Start: rs.stepStart, End: rs.stepEnd}
-	for _, o := range m.ps.step(rs.step - 1) {
+	ops := m.ps.step(rs.step - 1)
+	if rs.fused {
+		ts.Step--
+		ops = m.fusedOps(m.ps.step(rs.step-2), ops)
+	}
+	for _, o := range ops {
 		op := TraceOp{Kind: o.kind, Peer: -1, To: -1, Bytes: o.bytes}
 		if !o.local() {
 			op.Peer = int(m.mv(o.peer, rs.shift))
@@ -420,6 +451,9 @@ type opState struct {
 	bd       Breakdown // the path to this op's present
 	lastMin  float64   // a forwarded piece ends no earlier than one chunk after this
 	gap      float64   // a forwarded piece's chunks leave this far apart, besides their transfer
+	chunk    int64     // the op's chunk: the machine's, or a ring slot in a fused exchange
+	warm     bool      // its sends copy from a slot just written (a fused exchange's reduced pieces)
+	carry    bool      // a copy of its bytes rides its send (exec.CopySendMin)
 }
 
 type rankState struct {
@@ -430,6 +464,7 @@ type rankState struct {
 	pending    int32 // ops of the step still running
 	stepEnd    float64
 	stepBd     Breakdown
+	fused      bool // the step in progress is a fused exchange of two program steps
 	ops        []opState
 }
 
@@ -478,6 +513,10 @@ type machine struct {
 	maxPieces int
 	xor       bool    // programs repeat under XOR, not shifts (see period)
 	wake      float64 // latency of a wait on shared memory (Topology.SHMWake)
+	fuse      bool    // the executor's fusions apply (not Options.Unfused)
+	slot      int64   // a shared-memory ring slot: a fused exchange's piece
+	warm      float64 // the factor of β for bytes copied from a slot just written (the cache's, if not already applied)
+	fx        [3]cop  // the ops of a fused exchange in progress (see fusedOps)
 	overlap   bool    // a step's large local ops run beside its messages (exec.OverlapMin)
 	trace     func(TraceStep)
 	L, copies int32 // the period of ranks and topology, S/L
@@ -528,6 +567,7 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 	}
 	m.chunk = max(8, m.chunk&^7)
 	m.eager = [nClass]int64{min(t.SHMEager, m.chunk), min(t.NetEager, m.chunk), min(t.NetEager, m.chunk)}
+	m.slot = max(8, t.SHMEager)
 	m.hostsSim, m.racksSim = t.hostsRacks(S)
 	pm := t.perMachine()
 	m.cores = make([]float64, (m.hostsSim+pm-1)/pm*t.cores())
@@ -583,8 +623,11 @@ func (m *machine) rack(h int) int {
 	return h / m.t.HostsPerRack
 }
 
-func (m *machine) channel(from, to int32) int32 {
-	k := uint64(uint32(m.class(from)))<<32 | uint64(uint32(m.class(to)))
+// channel returns the channel from real rank from to real rank to; lane 1
+// is a second one between them, for a fused exchange's reduced pieces
+// (their own messages, awaited apart from the first message's).
+func (m *machine) channel(from, to int32, lane uint64) int32 {
+	k := uint64(uint32(m.class(from)))<<32 | uint64(uint32(m.class(to))) | lane<<63
 	if i, ok := m.chIdx[k]; ok {
 		return i
 	}
@@ -668,8 +711,11 @@ func (m *machine) core(h int, now, work float64) float64 {
 // real rank dst at time now. It returns when the first chunk and the last
 // arrive, the last no earlier than one chunk after lastMin (a forwarded
 // piece cannot end before the piece it forwards), and advances bd to the
-// first chunk's arrival; the path from there to the last is rest.
-func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin, gap float64, bd *Breakdown) (first, last, rest, start float64, cls int) {
+// first chunk's arrival; the path from there to the last is rest. Over
+// shared memory, a warm piece is copied from a slot just written (β times
+// m.warm), and the sender's core then spends extra seconds more on it (a
+// copy riding the send).
+func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin, gap float64, bd *Breakdown, warm bool, extra float64) (first, last, rest, start float64, cls int) {
 	t := &m.t
 	hs, hd := m.host(src), m.host(dst)
 	fb := float64(b)
@@ -687,9 +733,13 @@ func (m *machine) transmit(src, dst int32, b int64, k int32, now, lastMin, gap f
 		}
 		start = max(now, cs[ci], m.mem[h])
 		sw := float64(k) * t.SHMSwitch // oversubscribed cores: a switch per chunk
-		cs[ci] = start + fb*t.SHM.Beta*t.SHMCoreShare + sw
+		beta := t.SHM.Beta
+		if warm {
+			beta *= m.warm
+		}
+		cs[ci] = start + fb*beta*t.SHMCoreShare + sw + extra
 		m.mem[h] = start + fb/t.MemBW
-		dur = fb*max(t.SHM.Beta, 1/t.MemBW) + sw
+		dur = fb*max(beta, 1/t.MemBW) + sw
 	default:
 		s, d := m.simHost(hs), m.simHost(hd)
 		if t.NetCPU > 0 {
@@ -803,18 +853,40 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		}
 		ops := m.ps.step(rs.step)
 		rs.step++
+		rs.fused = false
+		if m.fuse && ops[0].fl&flX != 0 && rs.step < rs.last && m.host(m.mv(ops[0].peer, rs.shift)) == m.host(c) {
+			// The executor runs this step and the next as one fused
+			// exchange with the peer over shared memory.
+			ops = m.fusedOps(ops, m.ps.step(rs.step))
+			rs.step++
+			rs.fused = true
+		}
 		m.refStarted = m.fold.on && c == 0
 		rs.ops = rs.ops[:0]
 		rs.stepStart = now
 		m.stamp++
 		h := m.simHost(m.host(c))
+		// A large copy of what the step sends to a rank of the host rides
+		// the send (exec.CopySendMin).
+		ride := m.fuse && m.rides(c, ops)
 		// Local ops run first, or beside the messages when large enough
 		// and the executor overlaps them (lnow, lbd: their own clock and
 		// path; the step ends when both are done).
 		lnow, lbd := now, bd
-		overlap := m.overlap && localBytes(ops) >= exec.OverlapMin
+		lb := localBytes(ops)
+		if ride {
+			for i := range ops {
+				if ops[i].fl&flRide != 0 {
+					lb -= ops[i].bytes
+				}
+			}
+		}
+		overlap := m.overlap && lb >= exec.OverlapMin
 		for i := range ops {
 			o := &ops[i]
+			if ride && o.fl&flRide != 0 {
+				continue
+			}
 			if o.local() {
 				work := float64(o.bytes) * m.t.CopyBeta
 				if o.kind == sched.LocalReduce {
@@ -830,24 +902,37 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 				continue
 			}
 			st := opState{bytes: o.bytes, kind: o.kind, peer: m.mv(o.peer, rs.shift), to: m.mv(o.to, rs.shift),
-				inCh: -1, outCh: -1, bd: bd}
-			chunks := max(1, (o.bytes+m.chunk-1)/m.chunk)
+				inCh: -1, outCh: -1, bd: bd, chunk: m.chunk, carry: ride && o.fl&flCarry != 0}
+			// A fused exchange moves ring slots: its first message each
+			// way (lane 0), and the reduced pieces, sent as they are
+			// reduced into the slot (lane 1: warm) and landed.
+			var lane1in, lane1out uint64
+			if rs.fused {
+				st.chunk = m.slot
+				if o.kind == sched.RecvReduceSend {
+					st.warm, lane1out = true, 1
+				}
+				if o.kind == sched.Recv {
+					lane1in = 1
+				}
+			}
+			chunks := max(1, (o.bytes+st.chunk-1)/st.chunk)
 			per := (chunks + int64(m.maxPieces) - 1) / int64(m.maxPieces)
 			st.per = int32(per)
 			st.nch = int32((chunks + per - 1) / per)
 			if dst, ok := sendsTo(o.kind, st.peer, st.to); ok {
-				if m.S < m.n && !m.claim(dst, false) {
+				if m.S < m.n && lane1out == 0 && !m.claim(dst, false) {
 					m.err = fmt.Errorf("sim: rank %d sends to two ranks of one class in a step", c)
 					return
 				}
-				st.outCh = m.channel(c, dst)
+				st.outCh = m.channel(c, dst, lane1out)
 			}
 			if o.kind != sched.Send {
-				if m.S < m.n && !m.claim(st.peer, true) {
+				if m.S < m.n && lane1in == 0 && !m.claim(st.peer, true) {
 					m.err = fmt.Errorf("sim: rank %d receives from two ranks of one class in a step", c)
 					return
 				}
-				st.inCh = m.channel(st.peer, c)
+				st.inCh = m.channel(st.peer, c, lane1in)
 			}
 			rs.ops = append(rs.ops, st)
 			m.push(event{t: now, rank: c, op: int32(len(rs.ops) - 1)})
@@ -873,6 +958,38 @@ func localBytes(ops []cop) int64 {
 		}
 	}
 	return b
+}
+
+// fusedOps returns the ops of steps a and b of a program run as one
+// fused exchange (flX; sched.PairExchange: a = {Send(q, A), RecvReduce(q,
+// B, D)}, b = {Send(q, D), Recv(q, C)}): A sent, the peer's first message
+// received and reduced piece by piece, each reduced piece sent back as it
+// is made (a RecvReduceSend to q: b's Send of D is that), the peer's
+// reduced pieces received into C.
+func (m *machine) fusedOps(a, b []cop) []cop {
+	snd, rr := a[0], a[1]
+	if snd.kind != sched.Send {
+		snd, rr = rr, snd
+	}
+	rcv := b[1]
+	if rcv.kind != sched.Recv {
+		rcv = b[0]
+	}
+	rr.kind, rr.to = sched.RecvReduceSend, rr.peer
+	m.fx = [3]cop{snd, rr, rcv}
+	return m.fx[:]
+}
+
+// rides reports whether a copy of step ops rides a send (flRide, flCarry)
+// for rank c: the send goes to a rank of its host, over shared memory,
+// whose transport hands each piece it copied to the copy.
+func (m *machine) rides(c int32, ops []cop) bool {
+	for i := range ops {
+		if ops[i].fl&flCarry != 0 {
+			return m.host(m.mv(ops[i].peer, m.ranks[c].shift)) == m.host(c)
+		}
+	}
+	return false
 }
 
 // claim marks the class of real rank r as used by a send (recv false) or
@@ -909,10 +1026,10 @@ func sendsTo(k sched.Kind, peer, to int32) (int32, bool) {
 
 // piece returns the bytes and chunks of op st's piece in progress.
 func (m *machine) piece(st *opState) (bytes int64, chunks int32) {
-	span := int64(st.per) * m.chunk
+	span := int64(st.per) * st.chunk
 	lo := int64(st.i) * span
 	b := min(span, st.bytes-lo)
-	return b, int32(max(1, (b+m.chunk-1)/m.chunk))
+	return b, int32(max(1, (b+st.chunk-1)/st.chunk))
 }
 
 // advance handles an event of op o of rank c at time now.
@@ -1010,7 +1127,13 @@ func (m *machine) send(c, o int32, now float64) {
 	}
 	b, k := m.piece(st)
 	before := st.bd
-	first, last, rest, start, cls := m.transmit(c, dst, b, k, now, st.lastMin, st.gap, &st.bd)
+	// A copy riding the send copies each piece from its slot once sent,
+	// from the cache, before the next piece.
+	extra := 0.0
+	if st.carry {
+		extra = float64(b) * m.t.CopyBeta * m.warm
+	}
+	first, last, rest, start, cls := m.transmit(c, dst, b, k, now, st.lastMin, st.gap, &st.bd, st.warm, extra)
 	it := item{first: first, last: last, bd: st.bd}
 	st.phase = phSent
 	if st.kind == sched.Send && st.nch == 1 && b <= m.eager[cls] {
@@ -1023,7 +1146,10 @@ func (m *machine) send(c, o int32, now float64) {
 
 	} else {
 		st.bd.Transfer += rest // the op moves on when the last chunk is there
-		m.push(event{t: last, rank: c, op: o})
+		if extra > 0 {
+			st.bd.Local += extra
+		}
+		m.push(event{t: last + extra, rank: c, op: o})
 	}
 	ch := &m.chans[st.outCh]
 	if ch.waitRank >= 0 {

@@ -959,3 +959,70 @@ func TestNetCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestFusions checks the executor's large-message fusions over shared
+// memory as simulated: 2-rank ring AllReduce whose messages reach
+// exec.ExchangeMin runs its two steps as one fused exchange (one step of
+// the first message sent, the peer's reduced and sent back piece by piece
+// from the cache, the peer's reduced pieces received), the copy of an
+// AllGather's own block from exec.CopySendMin rides the send, copied from
+// the cache; below those sizes, across hosts or with Options.Unfused,
+// nothing changes. On one core per rank with no latency every op is CPU
+// time: the fused exchange costs m·(β + γ + f·β) for messages of m bytes
+// (f the cache factor), the unfused steps at least m·(2β + γ); the AllGather
+// m·(β + f·β_copy) against m·(β + β_copy).
+func TestFusions(t *testing.T) {
+	const beta, gamma, f = 1e-9, 0.5e-9, 0.5
+	tp := flat(0, beta)
+	tp.CopyBeta, tp.Gamma, tp.Cores, tp.CacheFactor = beta, gamma, 2, f
+	sim := func(tp Topology, coll sched.Coll, name string, bytes int64, unfused bool) (float64, []TraceStep) {
+		t.Helper()
+		var steps []TraceStep
+		r, err := Simulate(tp, lookup(t, coll, name), coll, 2, bytes, Options{Unfused: unfused, Trace: func(s TraceStep) {
+			if s.Rank == 0 {
+				steps = append(steps, s)
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Time, steps
+	}
+	m := int64(2 * exec.ExchangeMin) // a message of 2·ExchangeMin
+	fused, steps := sim(tp, sched.AllReduce, "ring", 2*m, false)
+	unfused, usteps := sim(tp, sched.AllReduce, "ring", 2*m, true)
+	if len(steps) != 1 || len(steps[0].Ops) != 3 || steps[0].Ops[1].Kind != sched.RecvReduceSend || steps[0].Ops[1].To != 1 || len(usteps) != 2 {
+		t.Fatalf("2-rank ring AllReduce of %d-byte messages: traced %+v fused, %+v unfused; want one step of a send, a receive-reduce-send back to the peer and a receive, and two steps", m, steps, usteps)
+	}
+	fm := float64(m)
+	if want := fm * (beta + gamma + f*beta); !near(fused, want, 1e-3) || unfused < fm*(2*beta+gamma) {
+		t.Errorf("2-rank ring AllReduce of %d-byte messages: %g s fused, %g unfused; want %g and at least %g", m, fused, unfused, want, fm*(2*beta+gamma))
+	}
+	// Below ExchangeMin, and between hosts, the steps are not fused.
+	small := int64(exec.ExchangeMin / 2)
+	apart := tp
+	apart.RanksPerHost = 1
+	for _, c := range []struct {
+		tp    Topology
+		bytes int64
+	}{{tp, 2 * small}, {apart, 2 * m}} {
+		x, steps := sim(c.tp, sched.AllReduce, "ring", c.bytes, false)
+		y, _ := sim(c.tp, sched.AllReduce, "ring", c.bytes, true)
+		if x != y || len(steps) != 2 {
+			t.Errorf("ring AllReduce of %d bytes, %d ranks per host: %g s, unfused %g, %d steps; want the same, 2 steps", c.bytes, c.tp.RanksPerHost, x, y, len(steps))
+		}
+	}
+	// The own block's copy rides its send from CopySendMin on.
+	for _, block := range []int64{exec.CopySendMin, exec.CopySendMin / 2} {
+		x, _ := sim(tp, sched.AllGather, "ring", 2*block, false)
+		y, _ := sim(tp, sched.AllGather, "ring", 2*block, true)
+		fb := float64(block)
+		wantX := fb * (beta + f*beta)
+		if block < exec.CopySendMin {
+			wantX = y
+		}
+		if !near(x, wantX, 1e-3) || !near(y, 2*fb*beta, 1e-3) {
+			t.Errorf("2-rank AllGather of %d-byte blocks: %g s, unfused %g; want %g and %g", block, x, y, wantX, 2*fb*beta)
+		}
+	}
+}

@@ -89,7 +89,17 @@ type point struct {
 	err  float64 // %, (pred − med)/med
 	fit  bool    // in the fitting set
 	slot bool    // ran as a group call through shared-memory slots: no schedule to simulate
+	// fused: measured on an executor that fuses large messages over
+	// shared memory (the file fusedMark in the runs' directory); the
+	// kept sets were measured before it did, and are simulated without
+	// (sim.Options.Unfused).
+	fused bool
 }
+
+// fusedMark is the file measure.sh writes beside runs of an executor with
+// the large-message fusions (a fused pair exchange, a copy riding its
+// send; internal/exec).
+const fusedMark = "fused"
 
 type config struct {
 	tcp     bool
@@ -154,6 +164,16 @@ func run(args []string, out io.Writer) error {
 	}
 	if len(pts) == 0 {
 		return fmt.Errorf("%s: no measurements", dir)
+	}
+	_, err = os.Stat(filepath.Join(dir, fusedMark))
+	fused := err == nil
+	if fused {
+		fmt.Fprintf(out, "# executor with the large-message fusions (%s)\n", fusedMark)
+	} else {
+		fmt.Fprintf(out, "# executor without the large-message fusions (no %s: measured before them), simulated so\n", fusedMark)
+	}
+	for i := range pts {
+		pts[i].fused = fused
 	}
 	for i := range pts {
 		// Runs confined to fewer cores are calibration runs of 2 ranks:
@@ -349,7 +369,7 @@ func predict(t sim.Topology, p *point, tcp bool) error {
 	if p.slot {
 		var ts [2]float64
 		for i, reps := range loopReps {
-			r, err := sim.Slots(t, coll, p.n, p.bytes, sim.Options{Repeat: reps})
+			r, err := sim.Slots(t, coll, p.n, p.bytes, sim.Options{Repeat: reps, Unfused: !p.fused})
 			if err != nil {
 				return err
 			}
@@ -383,7 +403,7 @@ func predict(t sim.Topology, p *point, tcp bool) error {
 	// prediction is the time a call adds to such a loop.
 	var ts [2]float64
 	for i, reps := range loopReps {
-		r, err := sim.Simulate(t, a, coll, p.n, p.bytes, sim.Options{Repeat: reps})
+		r, err := sim.Simulate(t, a, coll, p.n, p.bytes, sim.Options{Repeat: reps, Unfused: !p.fused})
 		if err != nil {
 			return err
 		}

@@ -363,3 +363,55 @@ func TestYieldRuns(t *testing.T) {
 		t.Errorf("no yield runs, %d points", n)
 	}
 }
+
+// TestFusedMark: runs measured on an executor with the large-message
+// fusions (measure.sh's fused file beside them) are simulated with them,
+// others without: 2-rank ring AllReduce at 16 MiB (8 MiB messages, a
+// fused exchange) is predicted faster with the mark, at 32 KiB the same.
+func TestFusedMark(t *testing.T) {
+	dir := t.TempDir()
+	files, err := filepath.Glob("testdata/shm-idle5/ar_n[24]_r*.csv")
+	if err != nil || len(files) != 6 {
+		t.Fatalf("%v: %v", files, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pred := func(s string, size int) float64 {
+		t.Helper()
+		m := regexp.MustCompile(fmt.Sprintf(`allreduce ring +n=2 +%d +measured .* predicted +([0-9.]+) µs`, size)).FindStringSubmatch(s)
+		if m == nil {
+			t.Fatalf("no 2-rank ring point at %d bytes in\n%s", size, s)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	var outs [2]string
+	for i := range outs {
+		if i == 1 {
+			if err := os.WriteFile(filepath.Join(dir, fusedMark), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out bytes.Buffer
+		if err := run([]string{"-params", shmParams(sim.Local()), dir}, &out); err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = out.String()
+	}
+	if !strings.Contains(outs[0], "# executor without the large-message fusions") || !strings.Contains(outs[1], "# executor with the large-message fusions") {
+		t.Errorf("headers:\n%s\n%s", outs[0], outs[1])
+	}
+	if a, b := pred(outs[0], 16<<20), pred(outs[1], 16<<20); b >= 0.95*a {
+		t.Errorf("2-rank ring AllReduce at 16 MiB: %v µs unfused, %v fused; want the fused exchange faster", a, b)
+	}
+	if a, b := pred(outs[0], 32<<10), pred(outs[1], 32<<10); a != b {
+		t.Errorf("2-rank ring AllReduce at 32 KiB: %v µs unfused, %v fused; want the same", a, b)
+	}
+}

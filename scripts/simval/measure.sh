@@ -33,6 +33,10 @@ fi
 out=${1:-simval-data}
 mkdir -p "$out"
 go build -o "$out/hcomm" ./cmd/hcomm
+# The executor fuses large messages over shared memory (a pair exchange in
+# one transport call, a copy riding its send): simval simulates the runs
+# so. Sets without this file were measured before it did.
+touch "$out/fused"
 ar() { # ranks, then a command prefix (taskset)
 	local n=$1
 	shift
