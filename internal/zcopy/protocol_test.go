@@ -3,6 +3,7 @@ package zcopy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,11 +109,22 @@ func TestRootedRecords(t *testing.T) {
 // A peer naming a buffer this rank does not have, in a call whose flags
 // say the path is taken: this rank fails with ErrInvalidArgument, and
 // still sends the "done" the peer waits for, except in AllReduce (where
-// the peer would read sums this rank could not make): there it tells the
-// peer the call is abandoned.
+// the peer would read sums this rank could not make) and in an AllGather
+// whose outputs are all registered (pushed: the peer waits for this rank
+// to write its block into the peer's output): there it tells the peer
+// the call is abandoned.
 func TestUnresolvableRecord(t *testing.T) {
-	for _, coll := range []sched.Coll{sched.AllGather, sched.AllReduce} {
-		t.Run(coll.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		coll    sched.Coll
+		flags   byte // the peer's record
+		abandon bool
+	}{
+		{sched.AllGather, FlagIn, false},
+		{sched.AllGather, FlagIn | FlagOut, true},
+		{sched.AllReduce, FlagIn | FlagOut, true},
+	} {
+		coll := tc.coll
+		t.Run(fmt.Sprintf("%v/flags=%d", coll, tc.flags), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			// Rank 0's registered buffer; rank 1 speaks by hand, so the
@@ -157,19 +169,19 @@ func TestUnresolvableRecord(t *testing.T) {
 			if err := peer.Recv(ctx, 0, fp, got); err != nil {
 				t.Fatal(err)
 			}
-			if err := peer.Send(ctx, 0, fp, rec(FlagIn|FlagOut, 7)); err != nil {
+			if err := peer.Send(ctx, 0, fp, rec(tc.flags, 7)); err != nil {
 				t.Fatal(err)
 			}
-			if coll != sched.AllReduce {
+			if !tc.abandon {
 				// The done round: rank 0 sends first (the lower rank).
 				if err := peer.Recv(ctx, 0, fp, got); err != nil {
 					t.Fatal(err)
 				}
-				if err := peer.Send(ctx, 0, fp, rec(FlagIn|FlagOut, 7)); err != nil {
+				if err := peer.Send(ctx, 0, fp, rec(tc.flags, 7)); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				// The peer, waiting for the middle round, is told the
+				// The peer, waiting for the next round, is told the
 				// call is abandoned.
 				err := peer.Recv(ctx, 0, fp, got)
 				if perr := r.peerErr(&Path{Rank: 1, Size: 2, FP: fp}, 0, err); !errors.Is(perr, errAbandoned) {

@@ -11,7 +11,9 @@
 // collective reads from is registered and mapped everywhere, each rank
 // pulls what it needs from the peers' mappings into its own output — the
 // copy-only collectives with a single copy, the reductions reading every
-// rank's input in place — and the ranks exchange a second record (done),
+// rank's input in place; an AllGather whose outputs are all registered
+// pushes its block into every output instead (push) — and the ranks
+// exchange a second record (done),
 // after which no rank touches another's memory for this call (the rooted
 // collectives exchange one record each way between the root and each
 // other rank instead: see Begin). Otherwise
@@ -57,6 +59,7 @@ type Registry struct {
 	mine []byte // size records: what this rank sends to each rank
 	all  []byte // size records: what each rank sent here
 	recs []record
+	dsts [][]byte  // a pushed AllGather's destinations, while it runs (push)
 	red  reduction // the call's reduction, while it runs
 	// ntMin is the least block the running call writes around the
 	// caches (Finish sets it).
@@ -96,6 +99,7 @@ func (r *Registry) Add(size int, b *rma.Buffer) *Buf {
 		r.mine = make([]byte, size*RecSize)
 		r.all = make([]byte, size*RecSize)
 		r.recs = make([]record, size)
+		r.dsts = make([][]byte, 0, size)
 	}
 	return x
 }

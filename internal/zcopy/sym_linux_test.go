@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,9 @@ import (
 // large blocks written around the caches (stores=bypass, as the calls
 // do) or with plain stores, and with the waits for the peers' records
 // polling first (wait=poll, as the calls do: linger) or blocking in the
-// transport's receive at once (wait=block). Besides the mean it reports rank 0's fastest
+// transport's receive at once (wait=block), and AllGather pushing
+// (push, as the calls do: every output registered) or pulling (pull).
+// Besides the mean it reports rank 0's fastest
 // call (min-µs) and its median (med-µs): under load the mean is mostly
 // the ranks waiting for each other's time slices, the minimum is what
 // the path costs. B/s counts the whole output (hcomm perf's bytes).
@@ -40,9 +43,20 @@ func BenchmarkSymmetric(b *testing.B) {
 					if block {
 						wait = "block"
 					}
-					b.Run(fmt.Sprintf("%v/%dKiB/stores=%s/wait=%s", coll, n>>10, stores, wait), func(b *testing.B) {
-						symmetric1(b, coll, n, plain, block)
-					})
+					for _, pull := range []bool{false, true} {
+						if pull && coll != sched.AllGather {
+							continue
+						}
+						name := fmt.Sprintf("%v/%dKiB/stores=%s/wait=%s", coll, n>>10, stores, wait)
+						if coll == sched.AllGather {
+							name += map[bool]string{false: "/push", true: "/pull"}[pull]
+						}
+						b.Run(name, func(b *testing.B) {
+							defer func(v bool) { pushOff = v }(pushOff)
+							pushOff = pull
+							symmetric1(b, coll, n, plain, block)
+						})
+					}
 				}
 			}
 		}
@@ -321,5 +335,82 @@ func TestLingerBackoff(t *testing.T) {
 	r.linger(never, 1)
 	if r.lingerMiss != 0 {
 		t.Error("a wait without a budget polled")
+	}
+}
+
+// TestPushShm: a zero-copy AllGather of 2 ranks over shm pushes (each
+// rank writes its block into both outputs) when both outputs are
+// registered, in place too, and pulls when one is not; every output then
+// holds both inputs. Blocks of several pieces (pushPiece) and a last
+// partial one.
+func TestPushShm(t *testing.T) {
+	const blk = 3*pushPiece + 4096 + 8
+	for _, tc := range []struct {
+		name    string
+		unreg1  bool // rank 1's output in ordinary memory
+		inPlace bool
+		push    bool
+	}{
+		{"registered", false, false, true},
+		{"in-place", false, true, true},
+		{"output-unregistered", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ts, rs, bs := shmPair(t, ctx, 4*blk)
+			var calls [2]*Call
+			var want []byte
+			for r := range 2 {
+				m := bs[r].B.Bytes()
+				k := &Call{Coll: sched.AllGather, DT: reduce.Uint8, In: m[:blk], Out: m[2*blk : 4*blk], Count: blk, InPlace: tc.inPlace}
+				if tc.unreg1 && r == 1 {
+					k.Out = make([]byte, 2*blk)
+				}
+				if tc.inPlace {
+					k.In = k.Out[r*blk : (r+1)*blk]
+				}
+				for i := range k.In {
+					k.In[i] = byte(r*101 + i*7 + i>>9)
+				}
+				want = append(want, k.In...)
+				calls[r] = k
+			}
+			var pushed [2]bool
+			var res [2]error
+			var wg sync.WaitGroup
+			for r := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					fp := wire.Fingerprint{Seq: 1, Coll: sched.AllGather}
+					z := Path{Rank: r, Size: 2, T: ts[r], FP: &fp, Min: 1}
+					took, err := rs[r].Begin(ctx, &z, calls[r])
+					if err == nil && !took {
+						err = fmt.Errorf("rank %d: the path was not taken", r)
+					}
+					if err == nil {
+						err = rs[r].Finish(ctx, &z, calls[r])
+					}
+					pushed[r], res[r] = z.push, err
+				}()
+			}
+			wg.Wait()
+			for r := range 2 {
+				if res[r] != nil {
+					t.Fatal(res[r])
+				}
+				if pushed[r] != tc.push {
+					t.Errorf("rank %d pushed %v, want %v", r, pushed[r], tc.push)
+				}
+				if !slices.Equal(calls[r].Out, want) {
+					i := 0
+					for calls[r].Out[i] == want[i] {
+						i++
+					}
+					t.Errorf("rank %d: output differs from the inputs from byte %d", r, i)
+				}
+			}
+		})
 	}
 }

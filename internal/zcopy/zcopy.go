@@ -237,6 +237,7 @@ type Path struct {
 	Msgs int       // records this rank sent and received
 
 	done bool // Begin also completed the call (a non-root of Gather or Reduce)
+	push bool // an AllGather whose ranks write their blocks into every output (push)
 }
 
 // How a call's ranks agree on the path and complete it. Where only the
@@ -285,6 +286,7 @@ func Msgs(k *Call, me, size int) int {
 // returns.
 func (r *Registry) Begin(ctx context.Context, z *Path, k *Call) (bool, error) {
 	r.mark(phBegin)
+	z.push = false
 	r.lingerFor = lingerFor(max(len(k.In), len(k.Out)))
 	inID, inOff := r.find(k.In)
 	outID, outOff := r.find(k.Out)
@@ -338,6 +340,7 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 	}
 	z.agreed()
 	took, big := true, !v
+	outs := true  // every rank's output is registered (pushes)
 	var bad error // a record this rank cannot resolve
 	for p := range z.Size {
 		if err := r.decode(p); err != nil {
@@ -356,7 +359,9 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 			took = false
 		}
 		big = big || f&FlagBig != 0
+		outs = outs && f&FlagOut != 0
 	}
+	z.push = took && pushes(k, outs)
 	switch {
 	case !took || !big:
 		return false, nil
@@ -364,10 +369,11 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		// The others decide from the same flags: they take the path and
 		// wait for this rank's "done". They read only its input, which
 		// is sound, except in AllReduce, where they would read segments
-		// of its output that it cannot reduce: there they are told the
-		// call is abandoned (the round they wait in fails) rather than
-		// return wrong sums.
-		if k.Coll != sched.AllReduce {
+		// of its output that it cannot reduce, and in a pushed
+		// AllGather, where they wait for this rank to write its block
+		// into their outputs: there they are told the call is abandoned
+		// (the round they wait in fails) rather than return wrong bytes.
+		if k.Coll != sched.AllReduce && !z.push {
 			r.round(ctx, z, false, nil)
 		} else {
 			r.abandon(ctx, z)
@@ -829,6 +835,9 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 		if k.Coll == sched.Gather && me != k.Root {
 			return nil
 		}
+		if z.push {
+			return r.push(z, k)
+		}
 		for i := range n {
 			p := (me + i) % n
 			off, l := blk(k, p)
@@ -914,6 +923,73 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 	return nil
 }
 
+// pushes reports whether an AllGather that takes the path pushes (push):
+// when every rank's output is registered (outs, from the records, so
+// every rank decides alike).
+func pushes(k *Call, outs bool) bool {
+	return k.Coll == sched.AllGather && outs && !pushOff
+}
+
+// pushOff makes every AllGather pull (BenchmarkSymmetric sets it to
+// compare).
+var pushOff bool
+
+// pushPiece is the piece of its block a pushing rank reads once and then
+// writes to every output: small enough to be read again from the
+// nearest caches.
+const pushPiece = 64 << 10
+
+// push writes this rank's block of an AllGather into every rank's output
+// (its own included, unless in place), piece by piece, each piece read
+// once: a rank reads its block once, where pulling the peers' blocks
+// reads every block once per rank: with two ranks each rank reads 4 MiB
+// rather than 8 of an 8 MiB call, and writes as many. (Under load the
+// copy of such a call took 562 µs against 689 pulling, per-call medians
+// of 5 alternated runs of hcomm perf -registered; BENCHMARKS.md.) Large blocks
+// are written around the caches (r.ntMin), as the pulled ones are.
+func (r *Registry) push(z *Path, k *Call) error {
+	me, n := z.Rank, z.Size
+	off, l := blk(k, me)
+	src := k.In
+	if k.InPlace {
+		src = k.Out[off : off+l]
+	}
+	if len(src) < l {
+		return invalid("the input of %d bytes is shorter than the block of %d", len(src), l)
+	}
+	src = src[:l]
+	dsts := r.dsts[:0]
+	for i := 1; i < n; i++ {
+		d, err := r.peer((me+i)%n, true, off, l)
+		if err != nil {
+			return err
+		}
+		dsts = append(dsts, d)
+	}
+	if !k.InPlace {
+		dsts = append(dsts, k.Out[off:off+l])
+	}
+	defer clear(dsts) // keep no peer's memory alive
+	if r.Split != nil {
+		for _, d := range dsts {
+			r.copy(d, src)
+		}
+		return nil
+	}
+	nt := l >= r.ntMin
+	for lo := 0; lo < l; lo += pushPiece {
+		hi := min(lo+pushPiece, l)
+		for _, d := range dsts {
+			if nt {
+				reduce.CopyStream(d[lo:hi], src[lo:hi])
+			} else {
+				copy(d[lo:hi], src[lo:hi])
+			}
+		}
+	}
+	return nil
+}
+
 // ownBlock copies the block of an AllGather or AllToAll that this rank
 // takes from its own input (nothing for the other collectives, or in
 // place): only this rank's memory, so it may come after this rank has
@@ -922,7 +998,7 @@ func (r *Registry) ownBlock(z *Path, k *Call) error {
 	me := z.Rank
 	switch k.Coll {
 	case sched.AllGather:
-		if !k.InPlace {
+		if !k.InPlace && !z.push {
 			off, l := blk(k, me)
 			r.copy(k.Out[off:off+l], k.In)
 		}
