@@ -854,7 +854,7 @@ func (m *machine) startStep(c int32, now float64, bd Breakdown) {
 		ops := m.ps.step(rs.step)
 		rs.step++
 		rs.fused = false
-		if m.fuse && ops[0].fl&flX != 0 && rs.step < rs.last && m.host(m.mv(ops[0].peer, rs.shift)) == m.host(c) {
+		if m.fuse && len(ops) == 2 && ops[0].fl&flX != 0 && rs.step < rs.last && m.host(m.mv(ops[0].peer, rs.shift)) == m.host(c) {
 			// The executor runs this step and the next as one fused
 			// exchange with the peer over shared memory.
 			ops = m.fusedOps(ops, m.ps.step(rs.step))

@@ -1026,3 +1026,32 @@ func TestFusions(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedQuotient: hd's pair exchange (its middle steps, with the rank
+// next door) is fused on a host of several ranks, in the middle of a
+// program, and simulating one period of ranks gives what simulating every
+// rank does, fused or not.
+func TestFusedQuotient(t *testing.T) {
+	tp := Default()
+	tp.HostsPerRack = 0
+	const n, bytes = 32, 1 << 30 // messages of the pair exchange: 32 MiB
+	a := lookup(t, sched.AllReduce, "hd")
+	var times [2]float64
+	for i, unfused := range []bool{false, true} {
+		q, err := Simulate(tp, a, sched.AllReduce, n, bytes, Options{Unfused: unfused})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := Simulate(tp, a, sched.AllReduce, n, bytes, Options{Unfused: unfused, NoQuotient: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Simulated >= n || all.Simulated != n || !near(q.Time, all.Time, 1e-9) {
+			t.Errorf("unfused %v: %d ranks simulated in %g s, all %d in %g s", unfused, q.Simulated, q.Time, all.Simulated, all.Time)
+		}
+		times[i] = q.Time
+	}
+	if times[0] >= times[1] {
+		t.Errorf("hd on %d ranks of 8 a host at 1 GiB: %g s fused, %g unfused; want the fused pair exchange faster", n, times[0], times[1])
+	}
+}
