@@ -1,5 +1,5 @@
 // Command firstcalls times the first collectives of a fresh job: right
-// after Init, each rank runs -calls AllReduce calls of 8 bytes, and rank 0
+// after Init, each rank runs -calls AllReduce calls of -count float32 (8 bytes by default), and rank 0
 // prints one line with the time of the first -calls (in ms), the median
 // call of the first 100 and of the last 100 (µs), and per rank the CPU it
 // ran on at the first call, at every 1000th and at the end
@@ -30,6 +30,7 @@ import (
 
 func main() {
 	calls := flag.Int("calls", 20000, "collectives timed from the start")
+	flag.IntVar(&count, "count", 2, "float32 elements of each AllReduce")
 	flag.IntVar(&timeline, "timeline", 0, "also print, per rank, every block of this many calls: its start (ms), mean and median call (µs), calls over 20 µs, CPU")
 	flag.Parse()
 	if err := run(*calls); err != nil {
@@ -38,7 +39,7 @@ func main() {
 	}
 }
 
-var timeline int
+var timeline, count int
 
 func run(n int) error {
 	ctx := context.Background()
@@ -49,7 +50,7 @@ func run(n int) error {
 	}
 	defer c.Close()
 	initDur := time.Since(t0)
-	send, recv := []float32{1, 2}, []float32{0, 0}
+	send, recv := make([]float32, max(count, 1)), make([]float32, max(count, 1))
 	durs := make([]time.Duration, n)
 	nb := 0
 	if timeline > 0 {
