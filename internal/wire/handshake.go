@@ -22,13 +22,16 @@ const HandshakeMagic = "HCOM"
 // version 6 gave the lead frame the offset where the lead it leaves began
 // (FrameHeader.Offset) and counted lead-stream offsets across moves, so a
 // lead moved twice is replayed right on a rank that never joined the
-// first move.
+// first move; version 7 has a sender whose idle ping retired a path tell
+// the receiver, with a stripe frame of no bytes naming the paths at the
+// start of its next message, which a receiver still collecting the
+// previous message takes for the end of it, not for a repair.
 //
 // The Handshake and HandshakeReply layouts are the same from version 5
 // on, and stay so: a new version changes frames, never the first
 // exchange, so that ranks of different versions tell each other so, with
 // proof, before any frame is sent (VersionError).
-const HandshakeVersion = 6
+const HandshakeVersion = 7
 
 // FirstVersion is the oldest version whose Handshake has this package's
 // layout: a listener decodes a handshake of any version from it on, runs

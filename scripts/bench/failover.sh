@@ -33,7 +33,13 @@
 #           rate: the seconds the failover cost (does not depend on FOR)
 #   paths   rank 0's paths at the end (the first one retired)
 # and at the end the medians over repetitions, with after/one-link and
-# window/one-link. XENV adds settings to every job (space-separated
+# window/one-link. UP_AFTER (e.g. 4s) brings the link back up that long
+# after it went down, and adds per run
+#   rejoin  from link up to the end of the first call after which rank 0's
+#           share of its striped messages to rank 1 on the first path is
+#           back to 90% of its median before the link went down
+#           (failstream -shares)
+# XENV adds settings to every job (space-separated
 # VAR=value, e.g. XENV=HCOMM_NSOCKS=2: several sockets a path). Needs root, iproute2, tc and go (to build failstream,
 # unless FAILSTREAM names a binary).
 set -euo pipefail
@@ -56,7 +62,7 @@ up
 stream() { # out mark env...
   local out=$1 mark=$2; shift 2
   mpnet_run $HCOMM $PER "$@" -- $FAILSTREAM -op $op -bytes $BYTES -for $FOR \
-    -mark $mark -mark-after $DOWN_AFTER -out $out
+    -mark $mark -mark-after $DOWN_AFTER -out $out ${UP_AFTER:+-shares}
 }
 
 for rep in $(seq $REPS); do
@@ -72,6 +78,11 @@ for rep in $(seq $REPS); do
     if [ -e $base.mark ]; then
       date +%s%N > $base.down
       ip -n ${P}1 link set eth0 down
+      if [ -n "${UP_AFTER:-}" ]; then
+        sleep ${UP_AFTER%s}
+        date +%s%N > $base.up
+        ip -n ${P}1 link set eth0 up
+      fi
     fi
     wait $job
     stream $base.one-link $base.mark1 HCOMM_SOCKET_IFNAME==eth1 $XENV
@@ -81,6 +92,8 @@ ip -n ${P}1 link set eth0 up
 echo "runs in $DIR" >&2
 python3 - "$DIR" <<'PY'
 import glob, os, statistics, sys
+
+shares = {}  # file: [(end_ns, share of rank 0's first path to rank 1)]
 
 def load(path):
     calls, paths, head = [], [], {}
@@ -92,6 +105,11 @@ def load(path):
             calls.append((int(f[2]), int(f[3])))
         elif f[0] == "path":
             paths.append(" ".join(f[1:]))
+        elif f[0] == "share":
+            for p in f[3:]:
+                peer, pi, _, sh, _ = p.split(":")
+                if peer == "1" and pi == "0":
+                    shares.setdefault(path, []).append((int(f[2]), float(sh)))
     n = int(head["ranks"])
     factor = 2 * (n - 1) / n if head["op"] == "allreduce" else 1.0
     return int(head["bytes"]) * factor / 1e9, calls, paths
@@ -123,6 +141,15 @@ for f in sorted(glob.glob(os.path.join(d, "*.failover"))):
     r = dict(before=statistics.median(before), move=(move_end - down) / 1e9, movebw=bw(gb, calls[i]),
              settled=(settled - down) / 1e9, slow=j - i + 1,
              after=statistics.median(after), window=window, one=one, stream=stream, lost=lost)
+    if os.path.exists(base + ".up") and f in shares:
+        up = int(open(base + ".up").read())
+        sh = shares[f]
+        ref = 0.9 * statistics.median(s for t, s in sh[2:] if t < down)
+        back = next((t for t, s in sh if t > up and s >= ref), None)
+        r["rejoin"] = (back - up) / 1e9 if back else float("nan")
+        print(f"{op} rep {rep}: link up {(up - down) / 1e9:.3f} s after down; share of path 0 back to {ref:.3f} "
+              f"{r['rejoin']:.3f} s after up; shares after up: " +
+              " ".join(f"{(t - up) / 1e9:.2f}s:{s:.2f}" for t, s in sh if t > up)[:600])
     res.setdefault(op, []).append(r)
     print(f"{op} rep {rep}: before {r['before']:.4f} GB/s ({len(before)} calls), move {r['move']:.3f} s "
           f"(that call {r['movebw']:.4f} GB/s), settled {r['settled']:.3f} s ({r['slow']} slow calls), after {r['after']:.4f} GB/s ({len(after)} calls), "

@@ -353,6 +353,13 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 			}
 			err, watching = werr, false
 			pr.recv.interrupt()
+		case h2.Type == wire.FrameStripe && h2.Paths != 0 && h2.Len == 0 && repairs == 0:
+			// Not a repair (a repair carries bytes): the notice of
+			// paths the sender's pinger retired, opening its next
+			// Send (ping.go). This message is done; the next
+			// receive takes it (staleRepair).
+			c0.unread(&h2)
+			watching = false
 		case h2.Type == wire.FrameStripe && h2.Paths != 0:
 			if werr := pr.checkRepair(&h2); werr != nil {
 				err, watching = werr, false

@@ -792,7 +792,11 @@ func (pr *peer) moveLead(why string) error {
 			if i >= 0 {
 				p = pr.paths[i]
 			}
-			if p == nil || p == old.path || p.retired.Load() {
+			if p == nil || p == old.path || p.retired.Load() || acked < p.toldAt {
+				// (A generation whose rejoin frame may not have
+				// reached the peer: it would not look there for the
+				// lead frame, which carries that rejoin frame in its
+				// replay.)
 				continue
 			}
 			c := pr.sview[p.conns[0].pos]

@@ -84,6 +84,12 @@ type path struct {
 	absent         atomic.Bool   // never connected (see redial.go): retired until dialed
 	redialing      bool          // being dialed again (redial.go; under the peer's mu)
 	redials        int           // times it was dialed again (under the peer's mu)
+	// toldAt is the send lead's stream offset after the rejoin frame that
+	// announced the generation this rank sends on (redial.go): until the
+	// peer's host acknowledged that far, the peer may not read that
+	// generation, and the lead does not move onto it (lead.go). Under
+	// the peer's smu.
+	toldAt uint64
 
 	// The kernel's counters at the last sample (sender only): bytes
 	// acknowledged, and the longest busy time of the path's connections.

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -74,6 +75,11 @@ func (pr *peer) pingOnce(now time.Time) {
 				if !ok {
 					continue
 				}
+				if h := t.testPingStall; h != nil && h(c) {
+					pr.retire(p, "idle ping got no acknowledgement (test)", nil)
+					pr.untold |= 1 << p.idx
+					break
+				}
 				if unacked {
 					at := pr.pinged[id.pos]
 					if at.IsZero() || !blocked {
@@ -85,6 +91,7 @@ func (pr *peer) pingOnce(now time.Time) {
 					}
 					if stalled := now.Sub(last); stalled >= t.stallAfter {
 						pr.retire(p, fmt.Sprintf("idle ping got no acknowledgement for %v", stalled.Round(time.Millisecond)), nil)
+						pr.untold |= 1 << p.idx
 						break
 					}
 					continue
@@ -93,6 +100,7 @@ func (pr *peer) pingOnce(now time.Time) {
 					continue // the lead stream moved here meanwhile
 				} else if err != nil {
 					pr.retire(p, "idle ping failed", err)
+					pr.untold |= 1 << p.idx
 					break
 				}
 				pr.pinged[id.pos] = now
@@ -115,6 +123,25 @@ func (pr *peer) pingOnce(now time.Time) {
 			c.rmu.Unlock()
 		}
 	}
+}
+
+// tellRetired tells the peer, on the send lead, which paths the pinger
+// retired since the last Send: a repair of no bytes naming them (a repair
+// always carries some), under the fingerprint of the Send about to go,
+// fp. The peer takes it between messages (as a repair of a message that
+// came whole: failover.go) and retires its own sends on those paths at
+// once, rather than when its own pings or stripes there stall. A path the
+// send lead is on now is left out (it is not retired: the lead moved onto
+// it). The caller holds sidle, at the start of a Send.
+func (pr *peer) tellRetired(ctx context.Context, fp *wire.Fingerprint) error {
+	mask := pr.untold &^ (1 << pr.sl.path.idx)
+	pr.untold = 0
+	if mask == 0 {
+		return nil
+	}
+	h := wire.FrameHeader{Type: wire.FrameStripe, Paths: mask, Fingerprint: *fp}
+	_, err := pr.leadWrite(ctx, &h, nil)
+	return err
 }
 
 // errLeads is writePing's answer on a connection the send lead moved onto.

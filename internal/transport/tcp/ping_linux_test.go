@@ -94,3 +94,96 @@ func TestPathPing(t *testing.T) {
 		})
 	}
 }
+
+// TestPingRetireTold: a path rank 0's idle ping finds stalled is retired
+// there, and rank 1, whose own pings on it go through, learns it from
+// rank 0's next message and retires its sends there too (WARN "peer
+// retired a path"), rather than waiting for a stall of its own. Rank 1
+// reads the notice while it still collects the striped message before it
+// (sent, acknowledged by its host, not yet received), which must take it
+// for that message's end, not for a repair. Then the path is dialed again
+// and the pair goes on both ways.
+func TestPingRetireTold(t *testing.T) {
+	for _, nsocks := range []int{1, 2} {
+		t.Run(map[int]string{1: "nsocks=1", 2: "nsocks=2"}[nsocks], func(t *testing.T) {
+			trs, logs := multiPathWorld(t, 2, nsocks, "127.0.0.1:%d", "127.0.0.2:%d")
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("logs:\n%s", logs.String())
+				}
+			})
+			var armed, fired atomic.Bool
+			rounds0 := make(chan struct{}, 1)
+			for _, tr := range trs {
+				tr.pingEvery = 10 * time.Millisecond
+			}
+			trs[0].testPingStall = func(c *conn) bool {
+				if c.path.idx == 1 && armed.CompareAndSwap(true, false) {
+					fired.Store(true)
+					return true
+				}
+				return false
+			}
+			trs[0].testPinged = func(int) {
+				select {
+				case rounds0 <- struct{}{}:
+				default:
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			runAll(t, trs, func(tr *Transport) error { return tr.Connect(ctx, []int{1 - tr.rank}) })
+			seq := 0
+			for from := range 2 {
+				sendOne(ctx, t, trs, from, seq, 1<<20)
+				seq++
+			}
+			// A striped message rank 1 has not received yet.
+			striped := seq
+			if err := sendMsg(ctx, trs[0], 1, striped, stripeMin); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+			armed.Store(true)
+			for !fired.Load() {
+				select {
+				case <-rounds0:
+				case <-ctx.Done():
+					t.Fatal("rank 0's pinger did not take path 1 as stalled")
+				}
+			}
+			// The round that retired it has ended.
+			select {
+			case <-rounds0:
+			case <-ctx.Done():
+				t.Fatal("rank 0's pinger stopped")
+			}
+			if !logHas(logs.String(), "path stopped", "rank=0", "path=1 ") {
+				t.Fatal("rank 0 did not retire path 1")
+			}
+			small := seq
+			if err := sendMsg(ctx, trs[0], 1, small, 100); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+			if err := recvMsg(ctx, trs[1], 0, striped, stripeMin); err != nil {
+				t.Fatal(err)
+			}
+			if err := recvMsg(ctx, trs[1], 0, small, 100); err != nil {
+				t.Fatal(err)
+			}
+			if !logHas(logs.String(), "peer retired a path", "rank=1", "path=1 ") {
+				t.Fatal("rank 1 was not told that rank 0 retired path 1")
+			}
+			if logHas(logs.String(), "path stopped", "rank=1") {
+				t.Fatal("rank 1 found a path stopped on its own")
+			}
+			trade(ctx, t, trs, &seq, 3)
+			for r, tr := range trs {
+				if err := tr.peers[1-r].err(); err != nil {
+					t.Fatalf("rank %d: the pair failed: %v", r, err)
+				}
+			}
+		})
+	}
+}

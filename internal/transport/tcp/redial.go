@@ -450,6 +450,9 @@ func (pr *peer) rejoinSend(ctx context.Context) error {
 		if _, err := pr.leadWrite(ctx, &h, nil); err != nil {
 			return err
 		}
+		if pr.leadOK {
+			p.toldAt = pr.leadAt(pr.sl.wroteAt())
+		}
 		// Back in the plan with a small share, which grows with the
 		// throughput measured on it.
 		if r := pr.rejoinRate(p); r > 0 {

@@ -289,6 +289,9 @@ type Transport struct {
 	// testPinged, set by tests before use, is called after each round of
 	// idle pings to a peer (ping.go).
 	testPinged func(peer int)
+	// testPingStall, set by tests before use, makes the pinger take the
+	// idle connection c as stalled when it reports true (ping.go).
+	testPingStall func(c *conn) bool
 	// testAcked, set by tests before use, may lower what a lead stream's
 	// peer host is taken to have acknowledged (lead.go).
 	testAcked func(c *conn, acked uint64) uint64
@@ -396,6 +399,7 @@ type peer struct {
 
 	// Idle pings (ping.go).
 	sidle  sync.Mutex  // held by Send: the pinger works only between sends
+	untold uint16      // paths the pinger retired, not yet told to the peer (under sidle; ping.go)
 	pinged []time.Time // by position: when the pinger last wrote a ping (pinger only)
 	// The lead streams (lead.go): conns[0] at first, each direction's
 	// own after a move.
@@ -584,6 +588,11 @@ func (t *Transport) send(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 		pr.smu.Lock()
 		defer pr.smu.Unlock()
 		if err := pr.leadStalled("send"); err != nil && err != errNoMove {
+			return t.ioFailed(ctx, pr, err, true, "send")
+		}
+	}
+	if pr.untold != 0 {
+		if err := pr.tellRetired(ctx, fp); err != nil {
 			return t.ioFailed(ctx, pr, err, true, "send")
 		}
 	}

@@ -11,7 +11,8 @@
 // has passed (the script's cue to take the link down), decides when the
 // stream ends (carried to the other ranks in one more element of each
 // call), and writes -out: a header line, one line per call
-// ("call I START_NS END_NS"), then one line per network path of its
+// ("call I START_NS END_NS", and with -shares after each a "share I END_NS
+// peer:path:retired:share:rate ..." line of its paths), then one line per network path of its
 // communicator as hcomm.Comm.NetPaths reports it at the end; the other
 // ranks write their paths to -out with ".rankN" added.
 package main
@@ -38,6 +39,7 @@ func main() {
 	mark := flag.String("mark", "", "file rank 0 creates after -mark-after")
 	markAfter := flag.Duration("mark-after", 6*time.Second, "when rank 0 creates -mark, from the first call")
 	out := flag.String("out", "", "file rank 0 writes the calls and paths to (default: standard output)")
+	flag.BoolVar(&shares, "shares", false, "after each call, rank 0 also writes its paths' shares and rates (\"share\" lines)")
 	flag.Parse()
 	n, err := parseSize(*size)
 	if err == nil && *op != "allreduce" && *op != "broadcast" {
@@ -52,6 +54,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// shares is -shares.
+var shares bool
 
 // asBytes is x's memory (the values compared bit for bit: no NaN here).
 func asBytes(x []float32) []byte {
@@ -132,6 +137,14 @@ func run(op string, n int, dur time.Duration, mark string, markAfter time.Durati
 			return fmt.Errorf("rank %d: %s %d: %w", rank, op, i, err)
 		}
 		fmt.Fprintf(&lines, "call %d %d %d\n", i, start.UnixNano(), end.UnixNano())
+		if shares && rank == 0 {
+			// "share I END_NS peer:path:retired:share:rate ..."
+			fmt.Fprintf(&lines, "share %d %d", i, end.UnixNano())
+			for _, p := range c.NetPaths() {
+				fmt.Fprintf(&lines, " %d:%d:%t:%.3f:%.0f", p.Peer, p.Path, p.Retired, p.Share, p.Rate)
+			}
+			lines.WriteByte('\n')
+		}
 		if !bytes.Equal(asBytes(buf[:n]), asBytes(want[k])) {
 			for j := range n {
 				if buf[j] != want[k][j] {
