@@ -16,6 +16,19 @@
 #           ranks 0,1 in tpb0) and interleaved (--map-by node: 0,2 in
 #           tpb0) placement. Labels "hcomm slot", "ompi slot", "hcomm node",
 #           "ompi node". About 6 minutes idle with ROUNDS=3 at 1gbit.
+#   bcast   Broadcast of SIZES (e.g. SIZES="-b 8 -e 64 -f 8"), both
+#           placements: hcomm's pick and the forms FORMS (default "hier
+#           binomial") forced, then Open MPI. Each hcomm point gives two
+#           rows: the mean call (label as above, "hcomm node" or "hcomm node
+#           hier") and the median call (label + " med"): a loop of
+#           Broadcasts runs ahead of its receivers, so under load the mean
+#           is mostly the stalls and the median the per-call cost.
+#   bind    the binding A/B on consecutive placement (MAPS to change):
+#           OPS of SIZES under --bind-to auto (the default), none, and
+#           "leaders" (--bind-to auto with ranks 0 and 3, the leaders auto
+#           picks, pinned to CPUs 0 and 1 by taskset and the others left
+#           unbound, which auto then leaves as they are); mean and median
+#           rows as for bcast.
 #   layout  the topology-off and forced-algorithm rows of BENCHMARKS.md's
 #           "Topology across shaped links" (AllReduce 8 B–64 MiB, AllGather
 #           and ReduceScatter 1–16 MiB).
@@ -86,6 +99,29 @@ om() {
 		$WORK/mpi_coll_bench -i '$5' -o $2 $3 -T ${4%s} -H"
 }
 
+# hcj MAP LABEL PERFARGS -- RUNARGS: one hcomm perf job printing -json,
+# turned into CSV rows: LABEL with the mean call, "LABEL med" with the
+# median call.
+hcj() {
+	map=$1 label=$2
+	shift 2
+	pa=""
+	while [ "$1" != -- ]; do pa="$pa $1"; shift; done
+	shift
+	ip netns exec tpb0 "$WORK/hcomm" run --hosts tpb0:2,tpb1:2 --map-by "$map" --rsh "$WORK/nsrsh" \
+		--store-addr 192.168.79.10:0 --timeout 10m -x HCOMM_RANK_TABLE="$WORK/$map.topo" "$@" -- \
+		$wrap "$WORK/hcomm" perf $pa -json -label "$label" |
+		python3 -c 'import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line)
+        for lab, us in ((r["impl"], r["usec"]), (r["impl"] + " med", r.get("med_usec", 0))):
+            print("%s,%s,%d,%d,%.3f,%.4f,%.4f" % (lab, r["op"], r["ranks"], r["bytes"], us, r["algbw_GBps"], r["busbw_GBps"]))'
+}
+printf '#!/bin/sh\ncase $HCOMM_RANK in 0) exec taskset -c 0 "$@";; 3) exec taskset -c 1 "$@";; *) exec "$@";; esac\n' >"$WORK/leaders.sh"
+chmod +x "$WORK/leaders.sh"
+wrap=""
+
 # label SETTINGS...: the CSV label of an hcomm setting (commas of the
 # settings become +, since the label is a CSV field).
 label() { echo "hcomm $*" | tr , +; }
@@ -102,6 +138,25 @@ for _ in $(seq "$ROUNDS"); do
 			om "$map" "$OPS" "$SIZES" 0.25 "ompi $map"
 		done
 		;;
+	bcast)
+		for map in slot node; do
+			hcj "$map" "hcomm $map" -op broadcast $SIZES -T 0.3 --
+			for f in ${FORMS:-hier binomial}; do
+				hcj "$map" "hcomm $map $f" -op broadcast $SIZES -T 0.3 -algo broadcast=$f --
+			done
+			om "$map" broadcast "$SIZES" 0.3 "ompi $map"
+		done
+		;;
+	bind)
+		for map in ${MAPS:-slot}; do
+			for b in auto none leaders; do
+				wrap="" bt=$b
+				if [ $b = leaders ]; then wrap="$WORK/leaders.sh" bt=auto; fi
+				hcj "$map" "hcomm $map $b" -op "$OPS" $SIZES -T 0.5 -- --bind-to $bt
+			done
+			wrap=""
+		done
+		;;
 	layout)
 		hc slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "$(label slot)"
 		hc slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "$(label slot HCOMM_TOPOLOGY=off)" HCOMM_TOPOLOGY=off
@@ -115,7 +170,7 @@ for _ in $(seq "$ROUNDS"); do
 		om slot allgather,reducescatter "-b 1M -e 16M -f 16" 1 "ompi slot"
 		;;
 	*)
-		echo "topology-ab.sh: SET=$SET: want ompi or layout" >&2
+		echo "topology-ab.sh: SET=$SET: want ompi, bcast, bind or layout" >&2
 		exit 2
 		;;
 	esac

@@ -11,6 +11,12 @@ round, so round k of one is paired with round k of the other); a ratio
 below 1.0 (hcomm slower) is marked "behind", and a count of those closes
 each placement's table.
 
+--base SETTING (topology-ab.sh's bcast and bind sets): every hcomm label
+"hcomm P X" (and its "… med" row) beside "hcomm P SETTING" of the same
+placement ("-": the bare "hcomm P", the planner's pick): both medians and
+the median of per-round ratios SETTING time / X time (below 1.0: X is
+slower).
+
 --rtt [--ref=LABEL] (topology-idle.sh's rtt rows): per label, every job's 8-byte
 AllReduce and Barrier time over the ping-pong round trip of the same job
 (the 2 × 2 rows time one, pairs 0-2 and 1-3 at once) and over the
@@ -71,6 +77,28 @@ def versus(rows, peer):
         print(f"# {behind} point(s) behind {peer} ({place})\n")
 
 
+def base(rows, setting):
+    def ref(label):
+        w = label.split()
+        med = w[-1] == "med"
+        if med:
+            w = w[:-1]
+        if len(w) < 2 or w[0] != "hcomm":
+            return None
+        r = w[:2] + ([] if setting == "-" else [setting])
+        return " ".join(r + (["med"] if med else []))
+    print(f"# ratio = time of the {setting!r} setting / time of the row's setting, median of per-round ratios")
+    for (op, size, label), a in sorted(rows.items()):
+        r = ref(label)
+        b = rows.get((op, size, r)) if r else None
+        if not b or r == label:
+            continue
+        n = min(len(a), len(b))
+        ratio = statistics.median(b[k][0] / a[k][0] for k in range(n) if a[k][0] > 0)
+        print(f"{op:14} {size:>10} {label:32} {statistics.median(x[0] for x in a):10.1f} us  "
+              f"{r:32} {statistics.median(x[0] for x in b):10.1f} us  ratio {ratio:5.2f}  ({n} rounds)")
+
+
 def jobs(paths):
     """Consecutive rows with one label are one job: [(label, {op: usec})]."""
     out = []
@@ -112,6 +140,8 @@ def main(argv):
         if rest and rest[0].startswith("--ref="):
             ref, rest = rest[0][len("--ref="):], rest[1:]
         rtt(rest, ref)
+    elif len(argv) >= 2 and argv[0] == "--base":
+        base(read(argv[2:]), argv[1])
     elif len(argv) >= 2 and argv[0] == "--vs":
         versus(read(argv[2:]), argv[1])
     else:
