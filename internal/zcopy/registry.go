@@ -11,8 +11,9 @@
 // collective reads from is registered and mapped everywhere, each rank
 // pulls what it needs from the peers' mappings into its own output — the
 // copy-only collectives with a single copy, the reductions reading every
-// rank's input in place; an AllGather whose outputs are all registered
-// pushes its block into every output instead (push) — and the ranks
+// rank's input in place; in a two-rank AllGather whose outputs are both
+// registered each rank pushes its block into both outputs instead
+// (push) — and the ranks
 // exchange a second record (done),
 // after which no rank touches another's memory for this call (the rooted
 // collectives exchange one record each way between the root and each

@@ -26,7 +26,12 @@ import "github.com/hcomm-go/hcomm/internal/sched"
 // reduces from the ring, by 1.0–1.6×. With more ranks than two the
 // registered calls were faster at every size measured (4 ranks, loaded
 // machine: 1.4–5.6× for AllGather, Broadcast and AllToAll from 256 KiB
-// to 32 MiB), so the rule below holds only for two ranks; a tie goes to
+// to 32 MiB; again for AllGather, AllToAll, Broadcast and ReduceScatter
+// of 512 KiB–8 MiB, HCOMM_ZERO_COPY=off against 256K on registered
+// buffers, 7 alternated runs: the per-call median 1.74–12.4× faster with
+// the path, at most 2 runs of 7 the other way at any point, the means,
+// which the load's tails carry, 0.95–5.9×), so the rule below holds only
+// for two ranks; a tie goes to
 // the zero-copy path, which was the faster under load: Broadcast below
 // 8 MiB.
 //

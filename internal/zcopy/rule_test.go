@@ -23,6 +23,13 @@ func TestOrdinary(t *testing.T) {
 		{sched.AllGather, 2, m, false},
 		{sched.AllGather, 2, 2 * m, false},
 		{sched.AllGather, 4, 2 * m, false},
+		// Four ranks: the zero-copy path at every size measured.
+		{sched.AllGather, 4, 8 * m, false},
+		{sched.Broadcast, 4, 512 * k, false},
+		{sched.Broadcast, 4, 2 * m, false},
+		{sched.AllToAll, 4, 512 * k, false},
+		{sched.AllToAll, 4, 8 * m, false},
+		{sched.ReduceScatter, 4, 512 * k, false},
 		{sched.AllToAll, 2, 2 * m, false},
 		{sched.AllToAll, 2, 8 * m, false},
 		{sched.ReduceScatter, 2, 2 * m, false},

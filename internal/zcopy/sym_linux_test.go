@@ -338,6 +338,28 @@ func TestLingerBackoff(t *testing.T) {
 	}
 }
 
+// TestPushes: only a two-rank AllGather whose outputs are all registered
+// pushes.
+func TestPushes(t *testing.T) {
+	ag, a2a := &Call{Coll: sched.AllGather}, &Call{Coll: sched.AllToAll}
+	for _, tc := range []struct {
+		k    *Call
+		size int
+		outs bool
+		want bool
+	}{
+		{ag, 2, true, true},
+		{ag, 2, false, false},
+		{ag, 3, true, false},
+		{ag, 4, true, false},
+		{a2a, 2, true, false},
+	} {
+		if got := pushes(tc.k, tc.size, tc.outs); got != tc.want {
+			t.Errorf("pushes(%v, %d ranks, outputs registered %v) = %v, want %v", tc.k.Coll, tc.size, tc.outs, got, tc.want)
+		}
+	}
+}
+
 // TestPushShm: a zero-copy AllGather of 2 ranks over shm pushes (each
 // rank writes its block into both outputs) when both outputs are
 // registered, in place too, and pulls when one is not; every output then

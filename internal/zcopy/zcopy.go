@@ -361,7 +361,7 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		big = big || f&FlagBig != 0
 		outs = outs && f&FlagOut != 0
 	}
-	z.push = took && pushes(k, outs)
+	z.push = took && pushes(k, z.Size, outs)
 	switch {
 	case !took || !big:
 		return false, nil
@@ -923,11 +923,15 @@ func (r *Registry) move(ctx context.Context, z *Path, k *Call) error {
 	return nil
 }
 
-// pushes reports whether an AllGather that takes the path pushes (push):
-// when every rank's output is registered (outs, from the records, so
-// every rank decides alike).
-func pushes(k *Call, outs bool) bool {
-	return k.Coll == sched.AllGather && outs && !pushOff
+// pushes reports whether an AllGather of size ranks that takes the path
+// pushes (push): with two ranks, when both outputs are registered (outs,
+// from the records, so every rank decides alike). With four ranks on two
+// CPUs pushing was slower at 2 and 8 MiB (per-call medians 0.77× and
+// 0.72× of pulling, 7 alternated runs under load; 1.5× faster at 512 KiB
+// and 32 MiB): more ranks keep pulling until measured where each has a
+// CPU.
+func pushes(k *Call, size int, outs bool) bool {
+	return k.Coll == sched.AllGather && size == 2 && outs && !pushOff
 }
 
 // pushOff makes every AllGather pull (BenchmarkSymmetric sets it to
