@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/memkv"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -141,7 +142,7 @@ func testFused(t *testing.T, a algo.Algorithm, es [2]*Executor, count int, inPla
 		}
 	}()
 	defer close(start)
-	allocs := steadyAllocs(10, func() {
+	n := allocs.PerRun(10, 0, func() {
 		start <- struct{}{}
 		if err := es[0].Run(ctx, progs[0], &fp, reduce.Float32, reduce.Sum, ins[0], outs[0]); err != nil {
 			t.Fatal(err)
@@ -150,8 +151,8 @@ func testFused(t *testing.T, a algo.Algorithm, es [2]*Executor, count int, inPla
 			t.Fatal(err)
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per run", allocs)
+	if n != 0 {
+		t.Errorf("%v allocations per run", n)
 	}
 }
 
@@ -273,7 +274,7 @@ func testCopyRidesSend(t *testing.T, cma int) {
 				if count > 1<<20 {
 					runs = 3
 				}
-				allocs := steadyAllocs(runs, func() {
+				n := allocs.PerRun(runs, 0, func() {
 					start <- struct{}{}
 					if err := es[0].Run(ctx, progs[0], &fp, reduce.Uint8, reduce.Sum, ins[0], outs[0]); err != nil {
 						t.Fatal(err)
@@ -282,8 +283,8 @@ func testCopyRidesSend(t *testing.T, cma int) {
 						t.Fatal(err)
 					}
 				})
-				if allocs != 0 {
-					t.Errorf("%v allocations per run", allocs)
+				if n != 0 {
+					t.Errorf("%v allocations per run", n)
 				}
 			})
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hcomm-go/hcomm/internal/algo"
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -135,15 +136,15 @@ func testRunDoesNotAllocate(t *testing.T, chunk int) {
 		}
 	}()
 	defer close(start)
-	allocs := testing.AllocsPerRun(100, func() {
+	n := allocs.PerRun(100, 0, func() {
 		start <- struct{}{}
 		if err := e0.Run(ctx, b0.Program(), &fp, reduce.Float32, reduce.Sum, in0, out0); err != nil {
 			t.Fatal(err)
 		}
 		<-done
 	})
-	if allocs > 0 {
-		t.Errorf("Run allocated %v times per call", allocs)
+	if n > 0 {
+		t.Errorf("Run allocated %v times per call", n)
 	}
 	if f32at(out0, 3) != 8 {
 		t.Errorf("sum = %v", f32at(out0, 3))

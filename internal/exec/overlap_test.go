@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/transport"
@@ -115,22 +116,9 @@ func TestLargeLocalOpsOverlap(t *testing.T) {
 			for r := range 2 {
 				es[r].testHookOverlap = nil
 			}
-			if allocs := steadyAllocs(5, run); allocs > 0 {
-				t.Errorf("Run allocated %v times per call", allocs)
+			if n := allocs.PerRun(5, 0, run); n > 0 {
+				t.Errorf("Run allocated %v times per call", n)
 			}
 		})
 	}
-}
-
-// steadyAllocs is testing.AllocsPerRun taken up to three times, keeping the
-// least: a call that wakes another goroutine may see the runtime allocate
-// (a channel waiter's record when its per-P cache is empty, under -race
-// most often), which is not the call's allocation and does not repeat,
-// while an allocation of the call's own shows in every try.
-func steadyAllocs(runs int, f func()) float64 {
-	a := testing.AllocsPerRun(runs, f)
-	for try := 1; try < 3 && a != 0; try++ {
-		a = min(a, testing.AllocsPerRun(runs, f))
-	}
-	return a
 }

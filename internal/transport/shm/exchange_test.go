@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/errs"
 )
 
@@ -133,15 +134,8 @@ func TestExchangeNoAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Least of three tries: waking the other goroutine may make the
-	// runtime allocate once (a channel waiter's record), which does not
-	// repeat; an allocation of Exchange's own shows in every try.
-	allocs := testing.AllocsPerRun(20, step)
-	for try := 1; try < 3 && allocs != 0; try++ {
-		allocs = min(allocs, testing.AllocsPerRun(20, step))
-	}
-	if allocs != 0 {
-		t.Errorf("%v allocations per exchange", allocs)
+	if n := allocs.PerRun(20, 0, step); n != 0 {
+		t.Errorf("%v allocations per exchange", n)
 	}
 }
 

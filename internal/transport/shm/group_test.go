@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -419,38 +420,32 @@ func TestGroupBadCalls(t *testing.T) {
 func TestGroupNoAllocs(t *testing.T) {
 	trs := newLocalGroup(t, 2, "default")
 	ctx := context.Background()
-	const runs = 200
 	in, out := make([]byte, 8), make([]byte, 8)
 	in1, out1 := make([]byte, 8), make([]byte, 8)
 	a0, a1 := &arm{ctx: ctx}, &arm{ctx: ctx}
 	seq := uint64(0)
-	done := make(chan struct{})
-	start := make(chan struct{})
+	start, done := make(chan uint64), make(chan error)
 	go func() {
 		// The partner runs the same calls; it must not allocate either.
-		s := uint64(0)
-		<-start
-		for range runs + 1 {
-			s++
+		for s := range start {
 			fp := wire.Fingerprint{Seq: s, Coll: sched.AllReduce, DType: reduce.Float32, Op: reduce.Sum, Count: 2}
-			if err := trs[1].GroupRun(a1, &fp, in1, out1); err != nil {
-				t.Error(err)
-				break
-			}
+			done <- trs[1].GroupRun(a1, &fp, in1, out1)
 		}
-		close(done)
 	}()
-	close(start)
-	allocs := testing.AllocsPerRun(runs, func() {
+	defer close(start)
+	n := allocs.PerRun(200, 0, func() {
 		seq++
+		start <- seq
 		fp := wire.Fingerprint{Seq: seq, Coll: sched.AllReduce, DType: reduce.Float32, Op: reduce.Sum, Count: 2}
 		if err := trs[0].GroupRun(a0, &fp, in, out); err != nil {
 			t.Fatal(err)
 		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	})
-	<-done
-	if allocs != 0 {
-		t.Errorf("a group AllReduce allocates %.1f times", allocs)
+	if n != 0 {
+		t.Errorf("a group AllReduce allocates %.1f times", n)
 	}
 }
 
