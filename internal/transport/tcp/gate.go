@@ -14,8 +14,11 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // A gate maps the context of the call in progress in one direction (sending
 // or receiving) on one peer to deadlines on that peer's connections: the
-// context's deadline becomes the socket deadline, and its cancellation an
-// immediate one. Killing the gate interrupts the call in progress and turns
+// context's end, at its deadline or by cancellation, becomes an immediate
+// socket deadline (fire, a hook on the context). The sockets do not carry
+// the context's deadline themselves: each call of a communicator has a
+// deadline of its own, and copying it would reset the sockets' timers for
+// every message. Killing the gate interrupts the call in progress and turns
 // later calls away.
 //
 // The gate keeps its cancellation hook registered on the last context it saw
@@ -81,7 +84,13 @@ func (g *gate) enter(ctx context.Context) bool {
 		}
 	}
 	g.active = ctx
-	g.deadline, _ = ctx.Deadline()
+	// A context that can end is watched: fire interrupts the call when it
+	// does (see gate). Only one that cannot end would need its deadline on
+	// the sockets, and such a context has none.
+	g.deadline = time.Time{}
+	if ctx.Done() == nil {
+		g.deadline, _ = ctx.Deadline()
+	}
 	g.armLocked(1)
 	return true
 }
