@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""zerocopy-summary.py CSV - medians per (impl, op, ranks, bytes) of the rows
+"""zerocopy-summary.py [--med] CSV - medians per (impl, op, ranks, bytes) of the rows
 zerocopy-ab.sh wrote, and the ratios hcomm-reg/hcomm and hcomm-reg/openmpi-sm
 (busbw; above 1: registered hcomm is faster), and with rows of
 hcomm-reg-eng (ENGINE=...) eng/reg: hcomm-reg's time over hcomm-reg-eng's
@@ -7,15 +7,26 @@ hcomm-reg-eng (ENGINE=...) eng/reg: hcomm-reg's time over hcomm-reg-eng's
 (OLD_BIN=...) old/reg: hcomm-reg-old's time over hcomm-reg's (above 1: the
 newer binary is faster), and with rows of hcomm-reg-zc (ZC=1) zc µs and
 zc/Open MPI: the zero-copy path at every size (HCOMM_ZERO_COPY=256K), where
-hcomm-reg follows the auto rule."""
+hcomm-reg follows the auto rule. JSON lines (zerocopy-ab.sh with MED=1)
+are read too: with --med their per-call median (med_usec) stands for the
+row's time, else their mean (usec); Open MPI's CSV rows have only the
+mean."""
+import json
 import csv
 import statistics
 import sys
 from collections import defaultdict
 
 t = defaultdict(list)
-for path in sys.argv[1:]:
-    for r in csv.reader(open(path)):
+args = sys.argv[1:]
+med = "--med" in args
+for path in (a for a in args if a != "--med"):
+    for line in open(path):
+        if line.startswith("{"):
+            j = json.loads(line)
+            t[(j["impl"], j["op"], j["ranks"], j["bytes"])].append(j["med_usec"] if med else j["usec"])
+            continue
+        r = next(csv.reader([line]), [])
         if len(r) < 7 or r[0].startswith("#") or r[0] == "impl":
             continue
         t[(r[0], r[1], int(r[2]), int(r[3]))].append(float(r[4]))
