@@ -400,7 +400,9 @@ func (t *Transport) serveHandshake(pc *pendingConn) {
 		if errors.As(err, &otherVersion) {
 			ver = otherVersion.Remote
 		}
-		if otherVersion == nil || h.Version != otherVersion.Remote {
+		// (h is left as it was, all zero, for a version of another
+		// layout: its Version may equal the dialer's, 0.)
+		if otherVersion == nil || otherVersion.Remote < wire.FirstVersion {
 			t.refuse(nc, remote, -1, ver, "malformed handshake: "+err.Error())
 			return
 		}

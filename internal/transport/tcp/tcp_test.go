@@ -759,6 +759,9 @@ func TestHostilePeers(t *testing.T) {
 			{"garbage", raw(garbage), "malformed handshake"},
 			{"http", raw([]byte("GET / HTTP/1.1\r\nHost: example\r\nAccept: */*\r\n\r\n")), "malformed handshake"},
 			{"version", raw(rawHello(0, 3, 4, 1, func(h *wire.Handshake) { h.Version = 1 })), "malformed handshake"},
+			// Version 0 is what the handshake it cannot decode is left
+			// holding: refused at once all the same, not challenged.
+			{"version 0", raw(rawHello(0, 3, 4, 1, func(h *wire.Handshake) { h.Version = 0 })), "malformed handshake"},
 			{"token", func(c net.Conn) (wire.HandshakeReply, error) {
 				return rawHandshakeKey(c, &wrongKey, 0, 3, 4, 1, nil)
 			}, "authentication failed"},
