@@ -709,6 +709,12 @@ func TestLeadMoveSkipsUntoldGeneration(t *testing.T) {
 	}
 	for _, tr := range trs {
 		tr.pingEvery = 10 * time.Millisecond
+		// No path but path 1 (testPingStall) and the lead's (testStall,
+		// which moves it at once whatever the threshold) stops: a
+		// loaded machine can leave a loopback ping unacknowledged for a
+		// second, and a path 2 retired too would leave the lead nowhere
+		// to go.
+		tr.stallAfter = 8 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
