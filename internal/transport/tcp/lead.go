@@ -661,8 +661,14 @@ func (pr *peer) leadStalled(during string) error {
 	if pr.sfollow.Swap(false) {
 		why = "the peer moved its lead stream off the path"
 	}
-	if err := pr.moveLead(why); err != nil && err != errNoMove {
-		return err
+	if err := pr.moveLead(why); err != nil {
+		if err != errNoMove {
+			return err
+		}
+		// The lead stays. The watch may have interrupted a write on it
+		// with an immediate deadline, which the gate (arming only the
+		// deadlines it changes) would not clear: put its own back.
+		pr.send.restoreLead()
 	}
 	return nil
 }

@@ -774,3 +774,45 @@ func TestLeadMoveSkipsUntoldGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadStaysWritable: the watch interrupts a stalled lead's write with
+// an immediate socket deadline while a Send holds the lead (the Send is
+// to move it). When the lead cannot move (no other path in use) it stays,
+// and the next Send writes on it: the immediate deadline does not
+// outlive the move that did not happen.
+func TestLeadStaysWritable(t *testing.T) {
+	trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	runAll(t, trs, func(tr *Transport) error { return barrier2(ctx, tr, 1-tr.Rank()) })
+	seq := 0
+	trade(ctx, t, trs, &seq, 1)
+	pr := trs[0].peers[1]
+	if !pr.leadOK {
+		t.Fatal("the pair does not move its lead: no TCP_INFO acknowledgement counts?")
+	}
+	// Path 1 out of use, as if retired and not back: nowhere to move.
+	pr.smu.Lock()
+	for _, p := range pr.paths {
+		if p != pr.sl.path {
+			p.retired.Store(true)
+		}
+	}
+	// What the watch does to a stalled lead a Send holds.
+	pr.sstalled.Store(true)
+	pr.sl.nc.SetWriteDeadline(aLongTimeAgo)
+	pr.smu.Unlock()
+	errc := make(chan error, 1)
+	go func() { errc <- sendMsg(ctx, trs[0], 1, seq, 100) }()
+	if err := recvMsg(ctx, trs[1], 0, seq, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("a Send on the lead that could not move: %v", err)
+	}
+}
