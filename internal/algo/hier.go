@@ -109,6 +109,7 @@ func ForLayout(l Layout) []Algorithm {
 		defLayout(l, sched.ReduceScatter, "hring", orderedReduceScatter, hringReduceScatterCost),
 		defLayout(l, sched.ReduceScatter, "hier", hierReduceScatter, hierReduceScatterCost),
 		defLayout(l, sched.ReduceScatter, "leader", leaderReduceScatter, leaderReduceScatterCost),
+		defLayout(l, sched.ReduceScatter, "pipe", pipeReduceScatter, pipeReduceScatterCost),
 		defLayout(l, sched.AllToAll, "leader", leaderAllToAll, leaderAllToAllCost),
 		defLayout(l, sched.Broadcast, "hier", hierBroadcast, hierBroadcastCost),
 		defLayout(l, sched.Reduce, "hier", hierReduce, hierReduceCost),

@@ -76,7 +76,7 @@ func TestVerifyLayouts(t *testing.T) {
 	family := shapes(rng, testing.Short() || raceEnabled)
 	for _, name := range []string{"AllReduce/hring", "AllReduce/hier", "AllGather/hring", "ReduceScatter/hring", "Broadcast/hier", "Barrier/hier",
 		"AllReduce/leader", "AllGather/hier", "ReduceScatter/hier", "Reduce/hier",
-		"AllReduce/rail", "Barrier/rail", "AllGather/leader", "ReduceScatter/leader", "AllToAll/leader"} {
+		"AllReduce/rail", "Barrier/rail", "AllGather/leader", "ReduceScatter/leader", "AllToAll/leader", "ReduceScatter/pipe"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := newRand(uint64(len(name)))
@@ -262,6 +262,7 @@ func TestGoldenLayouts(t *testing.T) {
 		{"allreduce_rail_2x2.txt", []int{2, 2}, false, "rail", sched.Uniform(sched.AllReduce, 4, 2, 0, false)},
 		{"allreduce_rail_3_2_3_interleaved_inplace.txt", []int{3, 2, 3}, true, "rail", sched.Uniform(sched.AllReduce, 8, 2, 0, true)},
 		{"barrier_rail_3_1_2.txt", []int{3, 1, 2}, false, "rail", sched.Spec{Coll: sched.Barrier, N: 6}},
+		{"reducescatter_pipe_2x2_interleaved.txt", []int{2, 2}, true, "pipe", sched.Uniform(sched.ReduceScatter, 4, 5, 0, false)},
 		{"reducescatter_leader_2x2.txt", []int{2, 2}, false, "leader", sched.Uniform(sched.ReduceScatter, 4, 2, 0, false)},
 		{"reducescatter_leader_3_1_2_interleaved_inplace.txt", []int{3, 1, 2}, true, "leader", sched.Uniform(sched.ReduceScatter, 6, 2, 0, true)},
 		{"alltoall_leader_2x2.txt", []int{2, 2}, false, "leader", sched.Uniform(sched.AllToAll, 4, 1, 0, false)},

@@ -187,6 +187,14 @@ func hierReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {
 	return hierAllGatherCost(l, bytes, lc) + lc.Gamma*(inter+intra)*bytes/float64(n)
 }
 
+// pipeReduceScatterCost is +Inf: pipe is never the planner's pick, only
+// forced (HCOMM_ALGO=reducescatter=pipe). In the α–β model the intra-host
+// phase it hides is small beside its four times as many messages between
+// hosts, and measured on 2 × 2 namespaces at 1 Gbit/s (256 KiB,
+// interleaved, under load) it took 1.7–2.6× hier's time in 3 of 4 rounds
+// (BENCHMARKS.md).
+func pipeReduceScatterCost(Layout, float64, LinkCosts) float64 { return math.Inf(1) }
+
 // LayoutCost estimates the time of algorithm name of collective c on layout
 // l for a call of bytes bytes: the LinkCost of the layout algorithm of that
 // name, or for AllReduce "ring" the flat ring's (FlatRingCost). It returns

@@ -290,28 +290,37 @@ func hierAllGather(p *prog, l Layout) {
 // (2) For each rail, a ring reduce-scatter among its members, one per
 // host, leaves each block reduced over every host with its rank.
 func hierReduceScatter(p *prog, l Layout) {
+	hierReduceScatterPart(p, l, func(q int) (int, int) { return 0, p.count(q) })
+}
+
+// hierReduceScatterPart runs hierReduceScatter on a part of every block:
+// part(q) gives the offset inside block q and the length of its part.
+// It returns the number of steps of phase 1 (with p.keep, every one of
+// its steps, empty or not).
+func hierReduceScatterPart(p *prog, l Layout, sub func(q int) (off, n int)) (phase1 int) {
 	d := p.displs()
 	T := d[p.n]
-	c := p.count(p.rank)
+	mo, c := sub(p.rank)
 	if p.n == 1 {
-		p.step(sched.CopyOp(p.in(0, c), out(0, c)))
-		return
+		p.step(sched.CopyOp(p.in(mo, c), out(mo, c)))
+		return 0
 	}
 	host, local := l.where(p.rank)
 	H := len(l.Hosts)
 	L := len(l.Hosts[host])
-	size := func(q int) int { return d[q+1] - d[q] }
-	in := func(q int) sched.Region { return p.in(d[q], size(q)) }
-	part := func(q int) sched.Region { return scr(d[q], size(q)) }
+	at := func(q int) int { o, _ := sub(q); return d[q] + o }
+	size := func(q int) int { _, n := sub(q); return n }
+	in := func(q int) sched.Region { return p.in(at(q), size(q)) }
+	part := func(q int) sched.Region { return scr(at(q), size(q)) }
 	// held is where the host-reduced block q lies after phase 1.
 	held := func(q int) sched.Region {
 		switch {
 		case q == p.rank && H == 1:
-			return out(0, c)
+			return out(mo, c)
 		case L == 1:
 			return in(q)
 		}
-		return scr(T+d[q], size(q))
+		return scr(T+at(q), size(q))
 	}
 	if L > 1 {
 		// Block q reaches its holder after L−1 hops: the last hop
@@ -330,8 +339,9 @@ func hierReduceScatter(p *prog, l Layout) {
 				return sched.RecvReduceOp(from, in(q), part(q))
 			})
 	}
+	phase1 = len(p.steps)
 	if H == 1 {
-		return
+		return phase1
 	}
 	for _, j := range l.railsOfMember(L, local) {
 		group := make([]int, H)
@@ -350,7 +360,7 @@ func hierReduceScatter(p *prog, l Layout) {
 		// spent.
 		fin := func(b int) sched.Region {
 			if q(b) == p.rank {
-				return out(0, c)
+				return out(mo, c)
 			}
 			return out(0, 0) // a proxy keeps nothing
 		}
@@ -367,5 +377,83 @@ func hierReduceScatter(p *prog, l Layout) {
 			}
 			p.step(sched.SendOp(next, src), sched.RecvReduceOp(prev, reg(rb, held), dst))
 		}
+	}
+	return phase1
+}
+
+// pipeDepth returns the most steps either phase of hierReduceScatterPart
+// takes on any rank of l, empty steps counted: phase 1 a step per block of
+// the larger composite of each of L−1 rounds, phase 2 H−1 steps per rail
+// the rank carries.
+func (l Layout) pipeDepth() int {
+	H := len(l.Hosts)
+	D := 1
+	for h, rs := range l.Hosts {
+		L := len(rs)
+		comp := make([][]int, L)
+		for m := range L {
+			comp[m] = l.composite(h, m)
+		}
+		for i := range L {
+			p1 := 0
+			for k := range L - 1 {
+				p1 += max(len(comp[mod(i-k-1, L)]), len(comp[mod(i-k-2, L)]))
+			}
+			D = max(D, p1, len(l.railsOfMember(L, i))*(H-1))
+		}
+	}
+	return D
+}
+
+// pipeChunks is the number of parts pipeReduceScatter cuts every block
+// into.
+const pipeChunks = 4
+
+// pipeReduceScatter (forced only, see pipeReduceScatterCost) is
+// hierReduceScatter pipelined: every block is cut
+// into pipeChunks parts (sched.Block), hierReduceScatterPart is built for
+// each part, and the parts' programs are laid over each other D steps
+// apart (D the longer of the two phases), so that phase 1 of part k+1
+// (inside the host) runs in the same steps as phase 2 of part k (between
+// hosts): the intra-host reduction hides behind the link, where hier runs
+// it all before the first byte leaves the host. D is the same on every
+// rank (the longest phase of any rank), so with one phase never longer
+// than D, every rank sends and receives a pair's messages part by part in
+// the same order; in a step at most one part is in each phase, and phase
+// 1 talks only to ranks of the host and phase 2 only to other hosts, so
+// no step has two messages with one peer in one direction. Parts use
+// disjoint ranges of In, Out and Scratch. On hosts of unequal sizes the
+// ranks' phases differ in length and laying them over each other can
+// close a cycle of waits: there (and on one host) it is hier.
+func pipeReduceScatter(p *prog, l Layout) {
+	if _, H, Lmax, Lmin := l.shape(); H == 1 || Lmax != Lmin {
+		hierReduceScatter(p, l)
+		return
+	}
+	var parts [pipeChunks][]sched.Step
+	D := l.pipeDepth()
+	for k := range pipeChunks {
+		pk := newProg(p.s, p.rank)
+		pk.keep = true
+		hierReduceScatterPart(pk, l, func(q int) (int, int) {
+			return sched.Block(p.count(q), pipeChunks, k)
+		})
+		parts[k] = pk.steps
+	}
+	for t := 0; ; t++ {
+		var ops []sched.Op
+		more := false
+		for k := range pipeChunks {
+			if i := t - k*D; i >= 0 && i < len(parts[k]) {
+				ops = append(ops, parts[k][i].Ops...)
+			}
+			if t-k*D < len(parts[k]) {
+				more = true
+			}
+		}
+		if !more {
+			return
+		}
+		p.step(ops...)
 	}
 }

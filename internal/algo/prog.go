@@ -17,7 +17,11 @@ type prog struct {
 	// empty keeps zero-length messages (Barrier is made of them). Other
 	// collectives drop them: both ends compute the same length, so they
 	// drop the same messages.
-	empty   bool
+	empty bool
+	// keep appends a step even when every op of it was left out, so
+	// that the step numbers of programs built alike agree (parts laid
+	// over each other: pipeReduceScatter).
+	keep    bool
 	ops     []sched.Op // backing store of the steps' ops
 	steps   []sched.Step
 	scratch int // scratch elements used so far
@@ -81,7 +85,7 @@ func (p *prog) step(ops ...sched.Op) {
 			}
 		}
 	}
-	if end := len(p.ops); end > start {
+	if end := len(p.ops); end > start || p.keep {
 		// Steps share one backing array; the capacity limit keeps an
 		// append to one step from overwriting the next.
 		p.steps = append(p.steps, sched.Step{Ops: p.ops[start:end:end]})
