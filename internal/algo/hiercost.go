@@ -191,7 +191,7 @@ func hierReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {
 // forced (HCOMM_ALGO=reducescatter=pipe). In the α–β model the intra-host
 // phase it hides is small beside its four times as many messages between
 // hosts, and measured on 2 × 2 namespaces at 1 Gbit/s (256 KiB,
-// interleaved, under load) it took 1.7–2.6× hier's time in 3 of 4 rounds
+// interleaved, under load) it took 1.8–2.6× hier's time in 3 of 4 rounds
 // (BENCHMARKS.md).
 func pipeReduceScatterCost(Layout, float64, LinkCosts) float64 { return math.Inf(1) }
 
