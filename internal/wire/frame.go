@@ -129,7 +129,14 @@ type FrameHeader struct {
 	// Offset is, for a stripe frame, where its payload goes in the message
 	// (Offset+Len does not overflow); for a lead frame, where the lead it
 	// leaves began (see FrameLead); zero otherwise.
-	Offset      uint64
+	Offset uint64
+	// First is, on the first stripe of a message striped over several
+	// paths (a data frame with Paths), the path whose connection it was
+	// written on (the sender's lead then), below 16; zero otherwise. A
+	// receiver that reads the frame again from a moved lead's replay
+	// knows by it which connection carries no other stripe of the
+	// message. Encoded in the flags byte's upper four bits.
+	First       uint8
 	Fingerprint Fingerprint
 }
 
@@ -137,7 +144,7 @@ type FrameHeader struct {
 func (h *FrameHeader) MarshalTo(b []byte) {
 	b = b[:FrameHeaderSize]
 	b[0] = uint8(h.Type)
-	b[1] = h.Flags
+	b[1] = h.Flags | h.First<<4
 	le.PutUint16(b[2:4], h.Paths)
 	le.PutUint32(b[4:8], h.Checksum)
 	le.PutUint64(b[8:16], h.Len)
@@ -161,7 +168,7 @@ const FlagLost uint8 = 2
 
 // Unmarshal decodes h from the first FrameHeaderSize bytes of b and checks
 // that it is well formed: a known type, no flags but FlagCRC32C on data
-// and stripe frames, zero reserved fields, Len <= Total for data frames,
+// and stripe frames (and First, on a striped data frame only), zero reserved fields, Len <= Total for data frames,
 // Offset+Len within 2^64 for stripe frames, for abort frames a reason no longer than
 // MaxAbortReason with no fingerprint, and for rejoin frames some paths, a
 // generation from 1 to MaxGen and nothing else, and for lead frames one
@@ -176,6 +183,9 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	var d FrameHeader
 	d.Type = FrameType(b[0])
 	d.Flags = b[1]
+	if d.Type == FrameData {
+		d.First, d.Flags = b[1]>>4, b[1]&0x0f
+	}
 	d.Paths = le.Uint16(b[2:4])
 	d.Checksum = le.Uint32(b[4:8])
 	d.Len = le.Uint64(b[8:16])
@@ -201,6 +211,9 @@ func (h *FrameHeader) Unmarshal(b []byte) error {
 	case FrameData:
 		if d.Len > d.Total {
 			return fmt.Errorf("wire: data frame of %d bytes claims to be part of a %d-byte message: %w", d.Len, d.Total, ErrMalformed)
+		}
+		if d.First != 0 && d.Paths == 0 {
+			return fmt.Errorf("wire: data frame names the path %d of a first stripe without being striped: %w", d.First, ErrMalformed)
 		}
 		if err := d.Fingerprint.Unmarshal(b[24:]); err != nil {
 			return err

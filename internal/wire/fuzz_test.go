@@ -13,6 +13,7 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 	}
 	seed(validDataHeader())
 	seed(FrameHeader{Type: FrameData, Len: 1 << 40, Total: 1 << 40})
+	seed(FrameHeader{Type: FrameData, Flags: FlagCRC32C, Checksum: 3, Paths: 6, First: 2, Len: 100, Total: 300})
 	f.Add(AppendAbortFrame(nil, "stop"))
 	seed(FrameHeader{Type: FrameStripe, Flags: FlagCRC32C, Checksum: 7, Paths: 2, Len: 5, Offset: 1 << 20})
 	seed(FrameHeader{Type: FrameRejoin, Paths: 6, Total: 3})
@@ -28,6 +29,9 @@ func FuzzDecodeFrameHeader(f *testing.F) {
 		}
 		if h.Type == FrameData && h.Len > h.Total {
 			t.Fatalf("accepted a stripe longer than its message: %+v", h)
+		}
+		if h.First != 0 && (h.Type != FrameData || h.Paths == 0 || h.First >= 16) {
+			t.Fatalf("accepted a first stripe's path on a frame that is not a striped message's: %+v", h)
 		}
 		if h.Type == FrameRejoin && (h.Paths == 0 || h.Len != 0 || h.Total == 0 || h.Total > MaxGen) {
 			t.Fatalf("accepted a rejoin without paths, with a payload or out of the generations: %+v", h)

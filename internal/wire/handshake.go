@@ -25,7 +25,10 @@ const HandshakeMagic = "HCOM"
 // first move; version 7 has a sender whose idle ping retired a path tell
 // the receiver, with a stripe frame of no bytes naming the paths at the
 // start of its next message, which a receiver still collecting the
-// previous message takes for the end of it, not for a repair.
+// previous message takes for the end of it, not for a repair, and the
+// first stripe of a striped message names the path it was written on
+// (FrameHeader.First), so a receiver joining a lead moved three times
+// knows it for a message written on a lead it never joined.
 //
 // The Handshake and HandshakeReply layouts are the same from version 5
 // on, and stay so: a new version changes frames, never the first

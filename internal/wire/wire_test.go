@@ -70,6 +70,7 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 		{Type: FrameLead, Paths: 0x8000, Total: 1 << 40, Len: 4096},
 		{Type: FrameLead, Paths: 1, Total: 1<<64 - 2, Len: 1},
 		{Type: FrameLead, Paths: 4, Offset: 1<<40 + 4096, Total: 1 << 40, Len: 4096},
+		{Type: FrameData, Flags: FlagCRC32C, Checksum: 9, Paths: 0x8003, First: 15, Len: 10, Total: 30},
 	} {
 		var b [FrameHeaderSize]byte
 		h.MarshalTo(b[:])
@@ -106,6 +107,12 @@ func TestFrameHeaderUnmarshalRejects(t *testing.T) {
 		{"lead leaving two paths", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 3, Total: 1}) }},
 		{"lead past 2^64", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 1, Total: 1<<64 - 1, Len: 2}) }},
 		{"lead begun past its end", func() []byte { return encode(FrameHeader{Type: FrameLead, Paths: 1, Offset: 11, Total: 5, Len: 5}) }},
+		{"first stripe's path on a whole message", func() []byte { return encode(FrameHeader{Type: FrameData, First: 1, Len: 5, Total: 5}) }},
+		{"first stripe's path on a stripe", func() []byte {
+			b := encode(FrameHeader{Type: FrameStripe, Paths: 1, Len: 5})
+			b[1] |= 1 << 4
+			return b
+		}},
 		{"lead with lost flag", func() []byte { return encode(FrameHeader{Type: FrameLead, Flags: FlagLost, Paths: 1}) }},
 		{"lead with a checksum", func() []byte {
 			return encode(FrameHeader{Type: FrameLead, Flags: FlagCRC32C, Checksum: 5, Paths: 1, Len: 1})

@@ -94,10 +94,11 @@ import (
 // (conn.leadRead), so it joins the second frame from the lead it reads,
 // whether it joined the first (the replay's start is skipped) or never
 // saw it (lost with its path): the lead it never joined is then never
-// read as a lead (conn.leadLeft), and a header replayed from where that
-// lead began (wire.FrameHeader.Offset of the lead frame) had its first
-// stripe there. A frame resuming past what the receiver's lead holds
-// waits while the lead frame of the lead it leaves may still come.
+// read as a lead (conn.leadLeft), and a striped header names the path its
+// first stripe went on (wire.FrameHeader.First), so one replayed from a
+// lead this rank never joined, however many moves back, is placed right.
+// A frame resuming past what the receiver's lead holds waits while the
+// lead frame of the lead it leaves may still come.
 
 // errLeadMoved is a receive worker's answer when it found the lead frame
 // of a move where it expected a stripe.

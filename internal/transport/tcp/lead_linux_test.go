@@ -461,7 +461,7 @@ func TestLeadMoveTwice(t *testing.T) {
 		{"first lead frame read, unacknowledged", 0, 0},
 		{"first lead frame's header acknowledged", 0, wire.FrameHeaderSize + 20},
 	} {
-		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 2, tt.lose, tt.acked) })
+		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 2, tt.lose, tt.acked, false) })
 	}
 }
 
@@ -472,17 +472,23 @@ func TestLeadMoveTwice(t *testing.T) {
 // (both lost with their paths: two leads it never joined), joined the
 // first only, or the second only; the middle leads' first stripes are
 // placed by the offsets where those leads began. Every message arrives
-// whole and in order, and the pair does not fail.
+// whole and in order, and the pair does not fail. In the last case the
+// first move comes between messages, so the large message's header and
+// first stripe go on the first middle lead, which rank 1 never joins: it
+// knows that connection by the path the header names (First), not by
+// where the lead it left began.
 func TestLeadMoveThrice(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		lose uint
+		name    string
+		lose    uint
+		between bool
 	}{
-		{"first and second lead frames lost", 3},
-		{"first read, second lost", 2},
-		{"first lost, second read", 1},
+		{"first and second lead frames lost", 3, false},
+		{"first read, second lost", 2, false},
+		{"first lost, second read", 1, false},
+		{"first move between messages, both lost", 3, true},
 	} {
-		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 3, tt.lose, 0) })
+		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 3, tt.lose, 0, tt.between) })
 	}
 }
 
@@ -492,8 +498,10 @@ func TestLeadMoveThrice(t *testing.T) {
 // of what is written on it taken as acknowledged, its lead frame lost
 // when bit k of lose is set, k from 0 for the first move), and lands on
 // the last path. Messages small and large go across during the moves,
-// then both ways once the stopped paths are back.
-func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64) {
+// then both ways once the stopped paths are back. With between, the
+// first move happens after the first small message and before the large
+// one (else during the large one's Send).
+func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64, between bool) {
 	addrs := make([]string, moves+1)
 	for i := range addrs {
 		addrs[i] = fmt.Sprintf("127.0.0.%d:%%d", i+1)
@@ -515,6 +523,7 @@ func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64) {
 		return a, ok
 	}
 	var nmoves atomic.Int32
+	moved := make(chan struct{})
 	t0.testAcked = func(c *conn, a uint64) uint64 {
 		if d, ok := isDead(c); ok {
 			return min(a, d)
@@ -530,7 +539,11 @@ func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64) {
 	t0.testStall = func(c *conn) bool { _, ok := isDead(c); return ok && awaiting.Load() }
 	t0.testLost = func(c *conn) bool { _, ok := isDead(c); return ok }
 	t0.testMoveTo = func(next *conn) {
-		if k := int(nmoves.Add(1)); k < moves {
+		k := int(nmoves.Add(1))
+		if k == 1 {
+			close(moved)
+		}
+		if k < moves {
 			// The path the lead moves onto stopped with the
 			// lead's.
 			mu.Lock()
@@ -578,9 +591,18 @@ func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64) {
 	for range moves - 2 {
 		sizes = append(sizes, 1<<20, small)
 	}
+	if between {
+		awaiting.Store(true) // the watch moves the lead between Sends
+	}
 	errc := make(chan error, 1)
 	go func() {
 		for i, size := range sizes {
+			if i == 1 && between {
+				select {
+				case <-moved:
+				case <-ctx.Done():
+				}
+			}
 			if err := sendMsg(ctx, t0, 1, seq+i, size); err != nil {
 				errc <- err
 				return

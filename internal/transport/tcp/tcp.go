@@ -662,7 +662,7 @@ dispatch:
 			break dispatch
 		}
 	}
-	h0 := wire.FrameHeader{Type: wire.FrameData, Paths: mask, Len: n0, Total: total, Fingerprint: *fp}
+	h0 := wire.FrameHeader{Type: wire.FrameData, Paths: mask, First: uint8(c0.path.idx), Len: n0, Total: total, Fingerprint: *fp}
 	m, err := pr.leadWrite(ctx, &h0, p[:n0])
 	moved += m
 	d0 := time.Since(now)
@@ -826,7 +826,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	pr.rext = pr.rext[:0]
 	pr.rpre = 0
 	pr.rbig, pr.rstill = false, 0
-	h, n, early, err := pr.leadHeader(ctx, len(p) <= eagerMax, fp, p)
+	h, n, _, err := pr.leadHeader(ctx, len(p) <= eagerMax, fp, p)
 	if err != nil {
 		return t.ioFailed(ctx, pr, err, n > 0, "receive")
 	}
@@ -841,7 +841,7 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 			err = pr.staleRepair(ctx, &h)
 		}
 		if err == nil {
-			h, _, early, err = pr.leadHeader(ctx, false, fp, p)
+			h, _, _, err = pr.leadHeader(ctx, false, fp, p)
 		}
 	}
 	if err != nil {
@@ -873,15 +873,16 @@ func (t *Transport) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p 
 	}
 	if h.Len < h.Total || h.Paths != 0 {
 		// The first stripe travelled on the lead of when it was
-		// written: an old lead, for a header sent again by a move.
+		// written (h.First): an old lead, for a header sent again by
+		// a move, maybe one this rank never joined.
 		first := pr.rl
-		if early && pr.rlOld != nil {
-			first = pr.rlOld
-			if m := pr.rl.mid; m != nil && pr.rl.leadRead() >= pr.rl.midAt+wire.FrameHeaderSize {
-				// Written on the lead this rank never joined
-				// (lead.go, joinLead).
-				first = m
+		if h.Paths != 0 {
+			fpath := pr.pathOf(int(h.First))
+			if fpath == nil {
+				return t.ioFailed(ctx, pr, fmt.Errorf("rank %d wrote the first stripe of a message on path %d, the pair uses %#x: %w",
+					peer, h.First, pr.mask, errProtocol), true, "receive")
 			}
+			first = pr.conns[fpath.conns[0].pos]
 		}
 		if h.Len == h.Total {
 			err = fmt.Errorf("rank %d sent a whole message naming other paths %#x: %w", peer, h.Paths, errProtocol)
