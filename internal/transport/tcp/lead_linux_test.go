@@ -652,9 +652,10 @@ func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64, between boo
 	clear(dead)
 	clear(lost)
 	mu.Unlock()
-	// Both ways, and every stopped path back in use.
+	// Both ways, and every stopped path back in use (after two moves;
+	// after three, both ways only).
 	trade(ctx, t, trs, &seq, 3)
-	for back := false; !back; {
+	for back := moves > 2; !back; {
 		if ctx.Err() != nil {
 			t.Fatalf("paths 0 to %d did not come back:\n%v", moves-1, t0.Paths())
 		}
