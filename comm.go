@@ -189,7 +189,10 @@ func (c *Comm) Close() error {
 	}
 	c.streamSet.Close() // the streams made by NewStream
 	c.windows.Close()
-	c.path.Stall.Stop()
+	c.path.Stop()
+	if c.group != nil {
+		c.group.Leave(c.rank)
+	}
 	open.Remove(c)
 	err := c.path.T.Close()
 	c.path.Mu.Lock() // pending collectives return promptly once the transport is closed

@@ -122,6 +122,17 @@ func (p *Path) Init(t transport.Transport) {
 	p.InitGroup(t)
 }
 
+// Stop stops the timers of the communicator's calls for good (its
+// Close): the stall check's and every per-call deadline's, each of which
+// would otherwise hold the communicator until it fires.
+func (p *Path) Stop() {
+	p.Stall.Stop()
+	p.octx.Stop()
+	for i := range p.peers {
+		p.peers[i].ctx.Stop()
+	}
+}
+
 // Usable returns nil if the communicator can run operations.
 func (p *Path) Usable() error { return p.State.Err() }
 

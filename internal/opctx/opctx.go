@@ -6,6 +6,7 @@ package opctx
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/clock"
@@ -33,6 +34,8 @@ type Ctx struct {
 	err      error
 	timer    clock.Timer
 	armed    bool // the timer will fire (at or before the current deadline)
+	stopped  bool // Stop: the timer is not armed again
+	ref      *timerRef
 	hooks    []*hook
 	firing   sync.WaitGroup // hooks running for an ended call
 
@@ -65,19 +68,22 @@ func (o *Ctx) Begin(parent context.Context, now time.Time, d time.Duration) {
 	// The timer is armed lazily: one that is still armed fires at an
 	// earlier call's deadline, before this one's, and re-arms itself from
 	// there; so most calls touch no timer at all.
-	arm := !o.armed
-	o.armed = true
+	if !o.armed && !o.stopped {
+		o.armed = true
+		if o.timer == nil {
+			o.ref = &timerRef{}
+			o.ref.o.Store(o)
+			o.timer = o.clock().AfterFunc(o.deadline.Sub(o.clock().Now()), o.ref.fire)
+		} else {
+			o.timer.Reset(o.deadline.Sub(o.clock().Now()))
+		}
+	}
 	o.mu.Unlock()
 	if parent.Done() != nil {
 		if o.onParent == nil {
 			o.onParent = o.parentDone
 		}
 		o.unwatch = context.AfterFunc(parent, o.onParent)
-	}
-	if o.timer == nil {
-		o.timer = o.clock().AfterFunc(o.deadline.Sub(o.clock().Now()), o.fire)
-	} else if arm {
-		o.timer.Reset(o.deadline.Sub(o.clock().Now()))
 	}
 	if err := parent.Err(); err != nil {
 		o.finish(parent, err)
@@ -125,13 +131,42 @@ func (o *Ctx) End() {
 	o.mu.Unlock()
 }
 
+// Stop stops the timer for good (the communicator's Close): an armed
+// timer holds the context, and whatever holds the context, until the
+// deadline of the last call, the communicator's timeout after it began.
+// Calls that begin after Stop, or run on, are bounded by their parent
+// alone.
+func (o *Ctx) Stop() {
+	o.mu.Lock()
+	o.stopped = true
+	if o.timer != nil {
+		o.timer.Stop()
+		o.ref.o.Store(nil)
+	}
+	o.armed = false
+	o.mu.Unlock()
+}
+
+// timerRef is the timer's hold on its context. A stopped timer can stay
+// in the runtime's timer heap, with its function, until its time would
+// have come; its function reaches the context only through the pointer
+// Stop clears, so that a stopped timer does not keep the context (and the
+// communicator around it) until the deadline.
+type timerRef struct{ o atomic.Pointer[Ctx] }
+
+func (r *timerRef) fire() {
+	if o := r.o.Load(); o != nil {
+		o.fire()
+	}
+}
+
 // fire runs when the timer expires: it ends the current call if its
 // deadline has passed, re-arms for the current call's deadline if not, and
 // stays disarmed between calls.
 func (o *Ctx) fire() {
 	o.mu.Lock()
 	p := o.parent
-	if p == nil {
+	if p == nil || o.stopped {
 		o.armed = false
 		o.mu.Unlock()
 		return

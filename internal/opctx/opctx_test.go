@@ -154,3 +154,32 @@ func TestAfterFuncStop(t *testing.T) {
 }
 
 type key struct{}
+
+// TestStop: Stop disarms the timer, and calls begun after it arm none (a
+// closed communicator's timer would hold it until the deadline); their
+// parent still ends them.
+func TestStop(t *testing.T) {
+	clk := clock.NewFake()
+	o := &Ctx{Clock: clk}
+	o.Begin(context.Background(), clk.Now(), time.Hour)
+	o.End()
+	if _, armed := clk.Timers(); armed != 1 {
+		t.Fatalf("%d timers armed after a call, want 1", armed)
+	}
+	o.Stop()
+	if _, armed := clk.Timers(); armed != 0 {
+		t.Fatalf("%d timers armed after Stop", armed)
+	}
+	parent, cancel := context.WithCancel(context.Background())
+	o.Begin(parent, clk.Now(), time.Hour)
+	if _, armed := clk.Timers(); armed != 0 {
+		t.Fatalf("a call after Stop armed %d timers", armed)
+	}
+	cancel()
+	select {
+	case <-o.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("cancelling the parent did not end the call")
+	}
+	o.End()
+}

@@ -81,6 +81,7 @@ type Check struct {
 	checked uint64        // the collective the last check looked at
 	delay   time.Duration // that collective's next check is due at start+delay
 	timer   *time.Timer
+	ref     *checkRef // the timer's hold on the check, cleared by Stop
 	// beforeLapse, set by tests, runs as the timer is about to lapse for
 	// want of a collective.
 	beforeLapse func()
@@ -107,7 +108,9 @@ func (s *Check) arm() {
 	if !s.stopped && !s.armed.Load() {
 		s.armed.Store(true)
 		if s.timer == nil {
-			s.timer = time.AfterFunc(First, s.fire)
+			s.ref = &checkRef{}
+			s.ref.s.Store(s)
+			s.timer = time.AfterFunc(First, s.ref.fire)
 		} else {
 			s.timer.Reset(First)
 		}
@@ -125,8 +128,20 @@ func (s *Check) Stop() {
 	s.seq.Store(0)
 	if s.timer != nil {
 		s.timer.Stop()
+		s.ref.s.Store(nil)
 	}
 	s.mu.Unlock()
+}
+
+// checkRef is the timer's hold on its check: a stopped timer can stay in
+// the runtime's timer heap, with its function, until its time would have
+// come, and must not keep the communicator that long.
+type checkRef struct{ s atomic.Pointer[Check] }
+
+func (r *checkRef) fire() {
+	if s := r.s.Load(); s != nil {
+		s.fire()
+	}
 }
 
 // running returns the collective running and when it started, or 0.
@@ -246,16 +261,23 @@ type Group struct {
 	reg  *registry // the groups of the communicators Split derives
 }
 
-// registry holds the groups of one NewLocal call's communicators by id.
+// registry holds the groups of one NewLocal call's communicators by id,
+// each until all its ranks have taken it (as local.Fabric.Sub does), so
+// that it holds no communicator for longer than they are in use.
 type registry struct {
 	mu sync.Mutex
-	m  map[string]*Group
+	m  map[string]*subGroup
+}
+
+type subGroup struct {
+	g       *Group
+	claimed int
 }
 
 // NewGroup returns the group of a NewLocal job's first communicator of n
 // ranks.
 func NewGroup(n int) *Group {
-	return &Group{recs: make([]*trace.Recorder, n), reg: &registry{m: map[string]*Group{}}}
+	return &Group{recs: make([]*trace.Recorder, n), reg: &registry{m: map[string]*subGroup{}}}
 }
 
 // Set records rank r's flight recorder.
@@ -265,16 +287,25 @@ func (g *Group) Set(r int, rec *trace.Recorder) {
 	g.mu.Unlock()
 }
 
-// Sub returns the group of communicator id (size ranks) derived from g's.
+// Leave forgets rank r's flight recorder (its communicator's Close), so
+// that the group, which the other ranks' communicators hold, does not
+// hold r's.
+func (g *Group) Leave(r int) { g.Set(r, nil) }
+
+// Sub returns the group of communicator id (size ranks) derived from g's;
+// each of its ranks calls it once.
 func (g *Group) Sub(id string, size int) *Group {
 	g.reg.mu.Lock()
 	defer g.reg.mu.Unlock()
 	s := g.reg.m[id]
 	if s == nil {
-		s = &Group{recs: make([]*trace.Recorder, size), reg: g.reg}
+		s = &subGroup{g: &Group{recs: make([]*trace.Recorder, size), reg: g.reg}}
 		g.reg.m[id] = s
 	}
-	return s
+	if s.claimed++; s.claimed >= size {
+		delete(g.reg.m, id)
+	}
+	return s.g
 }
 
 // CallsOf returns each rank's call of collective seq ("" when unknown:

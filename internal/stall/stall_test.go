@@ -69,6 +69,19 @@ func TestGroupSub(t *testing.T) {
 	if c := a.CallsOf(1); c[1] != "" {
 		t.Fatalf("CallsOf before any call = %q", c)
 	}
+	// Taken by all three ranks, the group leaves the registry, which
+	// would otherwise hold their communicators for as long as any
+	// communicator of the job is in use.
+	if c := g.Sub("x", 3); c != a {
+		t.Fatal("the third rank has another group")
+	}
+	if len(g.reg.m) != 0 {
+		t.Fatalf("registry still holds %d groups all ranks took", len(g.reg.m))
+	}
+	a.Leave(1)
+	if a.recs[1] != nil {
+		t.Fatal("Leave kept the recorder")
+	}
 }
 
 // fakeComm is a two-rank communicator whose peer called other for every
