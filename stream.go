@@ -111,12 +111,13 @@ func (c *Comm) NewStream(name string) *Stream {
 		prefix = "rank" + strconv.Itoa(c.rank) + "/"
 	}
 	s := &Stream{}
-	added := c.streamSet.Add(&s.s)
 	if o := c.set.observer; o != nil && o.Stream != nil {
 		s.s.SetHook(c.streamHook(o.Stream, &s.s))
 	}
 	s.s.Start(name, prefix, c.set.Timeout, collOps, func() { c.streamSet.Remove(&s.s) })
-	if !added {
+	// Added once started: a Close racing with this call closes it whole,
+	// or has closed the set and this call closes it.
+	if !c.streamSet.Add(&s.s) {
 		s.s.Close()
 	}
 	return s

@@ -688,3 +688,27 @@ func TestNewStreamAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestNewStreamWhileClosing: NewStream racing with the communicator's
+// Close (the race detector's business) gives a stream that Close closed
+// or that is closed already, never one Close touched before it was set up.
+func TestNewStreamWhileClosing(t *testing.T) {
+	for range 20 {
+		comms, err := NewLocal(context.Background(), 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made := make(chan *Stream, 1)
+		go func() { made <- comms[0].NewStream("racing") }()
+		comms[0].Close()
+		s := <-made
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Closed by Close or at once: Synchronize fails with ErrClosed,
+		// or succeeds if the stream was made and drained before Close.
+		if err := s.Synchronize(ctx); err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("Synchronize: %v", err)
+		}
+		cancel()
+		s.Close()
+	}
+}
