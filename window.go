@@ -105,7 +105,12 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 		t.Close()
 		return nil, c.windowErr(name, -1, err)
 	}
-	c.windows.Add(w)
+	if !c.windows.Add(w) {
+		// The communicator closed while the window was made: its Close
+		// released the windows it had, not this one.
+		w.Close()
+		return nil, &OpError{Op: name, Rank: c.rank, Peer: -1, Err: ErrClosed}
+	}
 	return &Window{c: c, w: w, id: id}, nil
 }
 

@@ -10,18 +10,24 @@ import (
 // without waiting for the peers. The zero Set is empty and ready to use;
 // it is safe for concurrent use.
 type Set struct {
-	mu sync.Mutex
-	m  map[*Window]struct{}
+	mu     sync.Mutex
+	m      map[*Window]struct{}
+	closed bool // Close was called: the communicator is closed
 }
 
-// Add puts w in the set.
-func (s *Set) Add(w *Window) {
+// Add puts w in the set and reports whether it did: once the set is
+// closed it does not, and the caller closes w itself.
+func (s *Set) Add(w *Window) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
 	if s.m == nil {
 		s.m = make(map[*Window]struct{})
 	}
 	s.m[w] = struct{}{}
-	s.mu.Unlock()
+	return true
 }
 
 // Remove takes w out of the set.
@@ -35,7 +41,7 @@ func (s *Set) Remove(w *Window) {
 func (s *Set) Close() {
 	s.mu.Lock()
 	m := s.m
-	s.m = nil
+	s.m, s.closed = nil, true
 	s.mu.Unlock()
 	for w := range m {
 		w.Close()

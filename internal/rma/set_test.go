@@ -26,3 +26,22 @@ func TestStridedShape(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAddAfterClose: a window made as its communicator closes is not
+// kept in the closed set (nothing would release it): Add refuses it, and
+// the caller closes it.
+func TestSetAddAfterClose(t *testing.T) {
+	var s Set
+	a := &Window{}
+	if !s.Add(a) {
+		t.Fatal("Add to an open set refused")
+	}
+	s.Remove(a)
+	s.Close()
+	if s.Add(&Window{}) {
+		t.Fatal("Add after Close kept the window")
+	}
+	if len(s.m) != 0 {
+		t.Fatalf("closed set holds %d windows", len(s.m))
+	}
+}
