@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/diag"
 	"github.com/hcomm-go/hcomm/internal/settings"
 	"math"
@@ -546,7 +547,7 @@ func TestCollectiveDoesNotAllocate(t *testing.T) {
 			if name == "cancellable" {
 				limit = 8 // context.AfterFunc on each rank's parent
 			}
-			n := testing.AllocsPerRun(50, step)
+			n := allocs.PerRun(50, limit, step)
 			if n > limit {
 				t.Errorf("%v allocations per AllReduce (both ranks), want at most %v", n, limit)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/argcheck"
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
@@ -76,7 +77,7 @@ func TestGroupPath(t *testing.T) {
 		if got := g.calls - before; got != 1 {
 			t.Errorf("%s: %d group calls, want 1", tc.name, got)
 		}
-		if n := testing.AllocsPerRun(50, func() { tc.call() }); n != 0 {
+		if n := allocs.PerRun(50, 0, func() { tc.call() }); n != 0 {
 			t.Errorf("%s allocates %.1f times per call", tc.name, n)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/traceevent"
 )
 
@@ -137,7 +138,7 @@ func TestObserverStreamAllocs(t *testing.T) {
 		for range 100 {
 			step()
 		}
-		if a := testing.AllocsPerRun(200, step); a != 0 {
+		if a := allocs.PerRun(200, 0, step); a != 0 {
 			t.Errorf("event %q: Go+RecordEvent+WaitEvent+Synchronize on observed streams: %v allocations per step, want 0", name, a)
 		}
 		if names.Load() == 0 {

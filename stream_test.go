@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hcomm-go/hcomm/internal/allocs"
 	"github.com/hcomm-go/hcomm/internal/clock"
 	"runtime"
 	"slices"
@@ -418,7 +419,7 @@ func TestStreamAllocs(t *testing.T) {
 	for range 100 {
 		step()
 	}
-	if a := testing.AllocsPerRun(200, step); a != 0 {
+	if a := allocs.PerRun(200, 0, step); a != 0 {
 		t.Errorf("Go+RecordEvent+WaitEvent+Synchronize: %v allocations per step, want 0", a)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hcomm-go/hcomm/internal/allocs"
 )
 
 // rankWindow is one rank's part of the window tests: every rank calls it.
@@ -363,7 +365,7 @@ func TestWindowZeroAllocs(t *testing.T) {
 		{"PutSignal", func() { w.PutSignal(ctx, 0, 0, buf[:8], 3, 1) }},
 		{"WaitSignal", func() { w.WaitSignal(ctx, 3, 1) }},
 	} {
-		if n := testing.AllocsPerRun(100, tc.f); n != 0 {
+		if n := allocs.PerRun(100, 0, tc.f); n != 0 {
 			t.Errorf("%s allocates %.1f times per call", tc.name, n)
 		}
 	}
