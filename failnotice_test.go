@@ -156,6 +156,14 @@ func checkSurvivors(t *testing.T, out string, n, victim int) (misattributed int,
 	return misattributed, fmt.Sprintf("%d(cpu wait %d)", worstMS, waitMS)
 }
 
+// noticeWindow is the launcher's --report-window in the failure-notice
+// jobs: the survivors' reports are timed by checkSurvivors (2 s after the
+// kill plus the longest a survivor waited for a CPU), so the launcher must
+// not stop a survivor before that bound (its default window is 2 s flat,
+// which on a loaded machine stopped survivors kept from a CPU before they
+// reported); a survivor that never notices is still stopped.
+var noticeWindow = []string{"--report-window", "30s"}
+
 // trials is how many times each failure-notice scenario runs.
 func trials() int {
 	if n, err := strconv.Atoi(os.Getenv("HCOMM_TEST_TRIALS")); err == nil && n > 0 {
@@ -179,7 +187,7 @@ func TestFailureNoticeKill(t *testing.T) {
 			bad := 0
 			var worst []string
 			for trial := 0; trial < trials(); trial++ {
-				out, _, _ := faultJob(t, 4, "killexit", "HCOMM_TRANSPORT="+transport)
+				out, _, _ := faultJobFlags(t, 4, "killexit", noticeWindow, "HCOMM_TRANSPORT="+transport)
 				b, ms := checkSurvivors(t, out, 4, 2)
 				bad += b
 				worst = append(worst, ms)
@@ -201,7 +209,7 @@ func TestFailureNoticeLazy(t *testing.T) {
 	}
 	var worst []string
 	for trial := 0; trial < max(trials()/4, 1); trial++ {
-		out, _, _ := faultJob(t, 4, "lazykill", "HCOMM_TRANSPORT=tcp")
+		out, _, _ := faultJobFlags(t, 4, "lazykill", noticeWindow, "HCOMM_TRANSPORT=tcp")
 		_, ms := checkSurvivors(t, out, 4, 0)
 		worst = append(worst, ms)
 		if t.Failed() {
@@ -223,10 +231,10 @@ func TestFailureNoticeHosts(t *testing.T) {
 	var worst []string
 	for trial := 0; trial < max(trials()/4, 1); trial++ {
 		dir := t.TempDir()
-		out, _ := launch(t, []string{"-n", "4",
+		out, _ := launch(t, append([]string{"-n", "4",
 			"--hosts", fmt.Sprintf("%s:2,%s:2", cl.hosts[0], cl.hosts[1]),
 			"--rsh", rsh, "--store-addr", cl.addr(0) + ":0", "--tag-output", "--timeout", "2m",
-			"-x", childEnv, "-x", "HCOMM_TEST_DIR"},
+			"-x", childEnv, "-x", "HCOMM_TEST_DIR"}, noticeWindow...),
 			[]string{"ip", "netns", "exec", cl.hosts[0]}, "killexit", "HCOMM_TEST_DIR="+dir)
 		_, ms := checkSurvivors(t, out, 4, 2)
 		worst = append(worst, ms)

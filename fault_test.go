@@ -255,12 +255,18 @@ func attack(t *testing.T, addr string) {
 // output (whatever the exit status) and the SURVIVOR lines by rank.
 func faultJob(t *testing.T, n int, mode string, env ...string) (string, map[int]map[string]string, error) {
 	t.Helper()
+	return faultJobFlags(t, n, mode, nil, env...)
+}
+
+// faultJobFlags is faultJob with more `hcomm run` flags.
+func faultJobFlags(t *testing.T, n int, mode string, more []string, env ...string) (string, map[int]map[string]string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	jobTimeout := "2m"
 	if v := os.Getenv("HCOMM_TEST_JOB_TIMEOUT"); v != "" {
 		jobTimeout = v
 	}
-	flags := []string{"-n", strconv.Itoa(n), "--tag-output", "--timeout", jobTimeout}
+	flags := append([]string{"-n", strconv.Itoa(n), "--tag-output", "--timeout", jobTimeout}, more...)
 	argv := append([]string{launcher(t), "run"}, flags...)
 	argv = append(argv, "--", os.Args[0], "-test.run=^TestRankProcess$", "-test.count=1", "-test.v")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
