@@ -341,7 +341,10 @@ func (pr *peer) collectStripes(ctx context.Context, h *wire.FrameHeader, buf []b
 				}
 				continue
 			}
-			if werr == io.EOF && c0.rhn == 0 && repairs == 0 {
+			if errors.Is(werr, io.EOF) && c0.rhn == 0 && repairs == 0 {
+				// (A polled read wraps the end of the stream in a
+				// *net.OpError; one cut mid-frame is
+				// io.ErrUnexpectedEOF, not this.)
 				// The sender closed conn 0 at a frame boundary
 				// after this message's first stripe: no repair
 				// will come, and the stripes on the other paths
