@@ -353,7 +353,7 @@ func (pr *peer) recvLeadIdle() bool {
 	pr.mu.Lock()
 	rl := pr.rl
 	pr.mu.Unlock()
-	q, ok := queuedBytes(rl.nc)
+	q, ok := rl.front.queued()
 	return ok && q == 0
 }
 
@@ -364,7 +364,7 @@ func (pr *peer) recvLeadIdle() bool {
 // rmu.
 func (pr *peer) leadStill() bool {
 	c := pr.rl
-	q, ok := queuedBytes(c.nc)
+	q, ok := c.front.queued()
 	if !ok || q != 0 || c.aend != c.aoff || c.prev != nil || c.inReplay() || c.rread != pr.rstillAt {
 		pr.rstill, pr.rstillAt = 0, c.rread
 		return false
@@ -380,7 +380,7 @@ func (c *conn) idle() bool {
 	if c.rhn != 0 || c.peeked || c.aend != c.aoff || c.prev != nil || c.inReplay() {
 		return false
 	}
-	q, ok := queuedBytes(c.nc)
+	q, ok := c.front.queued()
 	return ok && q == 0
 }
 
@@ -979,7 +979,7 @@ func (pr *peer) joinLead() error {
 			err = fmt.Errorf("rank %d moved the lead stream off paths %#x; it is on path %d: %w", pr.rank, h.Paths, old.path.idx, errProtocol)
 			return true
 		}
-		q, ok := queuedBytes(old.nc)
+		q, ok := old.front.queued()
 		if !ok {
 			c.rmu.Unlock()
 			err = fmt.Errorf("tcp: cannot tell what the old lead stream from rank %d holds", pr.rank)

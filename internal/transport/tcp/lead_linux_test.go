@@ -69,6 +69,18 @@ func TestLeadMoveAfterDrainedPings(t *testing.T) {
 		t.Fatalf("discarding the pings counted %d bytes as read and left %d in the socket; want %d and 0",
 			read, left, pings*wire.FrameHeaderSize)
 	}
+	// The idle pinger and the lead watch ask on every tick, for as long
+	// as a pair lives: neither allocates.
+	if n := testing.AllocsPerRun(100, func() {
+		c1.rmu.Lock()
+		c1.drainPings()
+		c1.rmu.Unlock()
+		if q, ok := c1.front.queued(); !ok || q != 0 {
+			t.Fatalf("queued = %d, %v; want 0, true", q, ok)
+		}
+	}); n != 0 {
+		t.Errorf("draining pings and asking what is queued allocate %v times, want 0", n)
+	}
 
 	// The lead moves to path 1, which rank 1 joins.
 	w.stall.Store(true)

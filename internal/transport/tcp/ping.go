@@ -176,6 +176,6 @@ func (c *conn) writePing() error {
 // holds rmu.
 func (c *conn) drainPings() {
 	if !c.draining && !c.peeked && c.rhn == 0 && c.aoff == c.aend && c.prev == nil {
-		c.rread += uint64(drainPings(c.nc))
+		c.rread += uint64(c.front.drainPings())
 	}
 }

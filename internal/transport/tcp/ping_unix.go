@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !linux
 
 package tcp
 
@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// drainPings discards, without waiting, the whole ping frames at the head
+// drainPings (here; on Linux sockPeek's, allocation-free) discards, without waiting, the whole ping frames at the head
 // of nc's receive buffer, stopping at anything else, and returns how many
 // bytes it took off the stream. The caller holds the connection's rmu, at
 // a frame boundary, and counts them as read (conn.rread).
