@@ -3,6 +3,7 @@ package rma
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
 	"github.com/hcomm-go/hcomm/internal/errs"
@@ -73,9 +74,10 @@ func (w *Window) request(parent context.Context, q *peer, h *header, loc []byte,
 	q.pmu.Lock()
 	q.reqSeq++
 	h.req = q.reqSeq*maxOutstanding + uint64(slot)
-	pd.req, pd.loc, pd.locPitch = h.req, nil, 0
+	pd.req, pd.loc, pd.locPitch, pd.rows, pd.n = h.req, nil, 0, 0, 0
 	if h.op == opGet {
 		pd.loc, pd.locPitch = loc, locPitch
+		pd.rows, pd.n = h.payloadRows()
 	}
 	q.pend[slot] = pd
 	q.pmu.Unlock()
@@ -83,7 +85,9 @@ func (w *Window) request(parent context.Context, q *peer, h *header, loc []byte,
 	var hb [headerSize]byte
 	h.encode(hb[:])
 	rows, n := h.payloadRows()
+	q.sendWait.Add(1)
 	q.sendMu.Lock()
+	q.sendWait.Add(-1)
 	if ctx.Err() != nil {
 		// Nothing of this request went out: the stream to q is as it
 		// was, and the window stays usable.
@@ -173,6 +177,9 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 	raceSync()
 	defer raceSync()
 	rows, n := h.payloadRows()
+	if h.op == opPart {
+		return w.part(ctx, q, &h, scratch)
+	}
 	if h.op == opReply {
 		q.pmu.Lock()
 		defer q.pmu.Unlock()
@@ -248,6 +255,41 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 	}
 }
 
+// part receives a piece of a Get's reply from q.
+func (w *Window) part(ctx context.Context, q *peer, h *header, scratch *[]byte) error {
+	k := int(h.n)
+	if k > w.chunk {
+		return fmt.Errorf("%w: reply piece of %d bytes, chunks are %d", errBadHeader, k, w.chunk)
+	}
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	pd := q.pend[h.req%maxOutstanding]
+	if pd == nil || pd.req != h.req {
+		// A reply nobody awaits: drain the piece.
+		return w.recvRows(ctx, q, nil, 0, 1, k, scratch)
+	}
+	if pd.loc == nil || pd.n <= 0 {
+		return fmt.Errorf("%w: reply piece to a request that wants none", errBadHeader)
+	}
+	r, o := h.off/uint64(pd.n), int(h.off%uint64(pd.n))
+	if r >= uint64(pd.rows) || o+k > pd.n {
+		return fmt.Errorf("%w: reply piece at %d of %d bytes outside %d rows of %d bytes", errBadHeader, h.off, k, pd.rows, pd.n)
+	}
+	at := int(r)*pd.locPitch + o
+	if at+k > len(pd.loc) {
+		return fmt.Errorf("%w: reply piece at %d of %d bytes outside the destination", errBadHeader, h.off, k)
+	}
+	if err := w.recvRows(ctx, q, pd.loc[at:at+k], 0, 1, k, scratch); err != nil {
+		return err
+	}
+	if h.add == 1 {
+		q.pend[pd.slot] = nil
+		pd.loc = nil
+		pd.done <- stOK
+	}
+	return nil
+}
+
 // fits reports whether rows rows of n bytes at pitch fit in b.
 func fits(b []byte, pitch, rows, n int) bool {
 	return copyeng.InBounds(0, rows, n, pitch, len(b))
@@ -269,6 +311,38 @@ func (w *Window) validate(h *header) uint8 {
 	return stOK
 }
 
+// sendParts sends a Get's reply rp to q as pieces (opPart), letting
+// requests waiting to go to q out between them.
+func (w *Window) sendParts(ctx context.Context, q *peer, rp *reply) error {
+	var hb [headerSize]byte
+	rows, n := rp.h.payloadRows()
+	pitch := int(rp.h.pitch)
+	ph := header{op: opPart, win: rp.h.win, nonce: rp.h.nonce, req: rp.h.req}
+	for r := range rows {
+		for o := 0; o < n; o += w.chunk {
+			k := min(w.chunk, n-o)
+			ph.off, ph.n = uint64(r*n+o), uint64(k)
+			if r == rows-1 && o+k == n {
+				ph.add = 1
+			}
+			ph.encode(hb[:])
+			q.sendMu.Lock()
+			err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
+			if err == nil {
+				err = w.t.Send(ctx, q.rank, &w.fp, rp.src[r*pitch+o:r*pitch+o+k])
+			}
+			q.sendMu.Unlock()
+			if err != nil {
+				return err
+			}
+			if q.sendWait.Load() > 0 {
+				runtime.Gosched()
+			}
+		}
+	}
+	return nil
+}
+
 // replier sends the replies the progress goroutine queued for q.
 func (w *Window) replier(q *peer) {
 	defer w.workers.Done()
@@ -276,14 +350,15 @@ func (w *Window) replier(q *peer) {
 	var hb [headerSize]byte
 	for rp := range q.replies {
 		raceSync()
-		rp.h.encode(hb[:])
-		rows, n := rp.h.payloadRows()
-		q.sendMu.Lock()
-		err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
-		if err == nil && rp.src != nil {
-			err = w.sendRows(ctx, q, rp.src, int(rp.h.pitch), rows, n)
+		var err error
+		if rp.src != nil {
+			err = w.sendParts(ctx, q, &rp)
+		} else {
+			rp.h.encode(hb[:])
+			q.sendMu.Lock()
+			err = w.t.Send(ctx, q.rank, &w.fp, hb[:])
+			q.sendMu.Unlock()
 		}
-		q.sendMu.Unlock()
 		raceSync()
 		if err != nil {
 			w.lose(q, &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: err})

@@ -8,10 +8,18 @@ import (
 )
 
 // The message path: requests and replies travel as a fixed-size header
-// message, followed for Put, PutSignal and successful Get replies by the
-// payload: one message per chunk of the contiguous range, or per chunk of
-// each row of a strided one. Both ends derive the payload's messages from
-// the header, so they agree without further framing.
+// message, followed for Put and PutSignal by the payload: one message per
+// chunk of the contiguous range, or per chunk of each row of a strided
+// one. Both ends derive the payload's messages from the header, so they
+// agree without further framing.
+//
+// A successful Get's reply travels as pieces (opPart): each a header
+// naming the piece's place in the reply (off: its first byte, the rows
+// laid end to end; n: its length, at most a chunk and within one row),
+// followed by the piece; the last (add = 1) completes the request.
+// Between pieces the target's own requests to the requester may go out,
+// so two ranks getting from each other move both replies at once instead
+// of one request waiting behind a whole reply.
 
 const (
 	headerSize  = 64
@@ -29,6 +37,7 @@ const (
 	opGet
 	opPutSignal
 	opReply
+	opPart // a piece of a Get's reply
 )
 
 // Reply statuses.
@@ -98,7 +107,7 @@ func (h *header) decode(b []byte) error {
 		return fmt.Errorf("%w: reserved bytes set", errBadHeader)
 	}
 	switch h.op {
-	case opPut, opGet, opPutSignal, opReply:
+	case opPut, opGet, opPutSignal, opReply, opPart:
 	default:
 		return fmt.Errorf("%w: operation %d", errBadHeader, h.op)
 	}
@@ -113,6 +122,9 @@ func (h *header) decode(b []byte) error {
 	}
 	if h.op == opReply && h.status > stBadSignal {
 		return fmt.Errorf("%w: reply status %d", errBadHeader, h.status)
+	}
+	if h.op == opPart && (h.status != stOK || h.rows > 1 || h.n == 0 || h.add > 1) {
+		return fmt.Errorf("%w: reply piece of %d rows of %d bytes, status %d, last %d", errBadHeader, h.rows, h.n, h.status, h.add)
 	}
 	return nil
 }

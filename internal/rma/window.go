@@ -171,6 +171,9 @@ type peer struct {
 	lostCh chan struct{}
 
 	sendMu sync.Mutex // one sender of header+payload sequences at a time
+	// sendWait counts requests waiting for sendMu; the replier lets
+	// them go between the pieces of a Get's reply.
+	sendWait atomic.Int32
 
 	// Up to maxOutstanding requests to the peer may await their replies
 	// at once; a request holds a slot from slots until its reply came or
@@ -193,6 +196,7 @@ type pending struct {
 	req      uint64
 	loc      []byte // Get: where the reply's rows go
 	locPitch int
+	rows, n  int // Get: the rows requested and the bytes of each
 	done     chan uint8
 }
 

@@ -442,6 +442,7 @@ func hostile(t *testing.T) (*Window, *local.Transport, uint32) {
 	var rec [RecordSize]byte
 	binary.LittleEndian.PutUint32(rec[0:], recMagic)
 	rec[20] = kindAlloc
+	binary.LittleEndian.PutUint64(rec[8:], 64) // rank 1 exposes 64 bytes
 	all, err := g.exchange(1)(ctx, rec[:])
 	if err != nil {
 		t.Fatal(err)
@@ -740,6 +741,71 @@ func TestConcurrentRequests(t *testing.T) {
 				}
 			}
 			wg.Wait()
+		})
+	}
+}
+
+// A hostile peer answering a Get with a reply piece that reaches past the
+// requested row: the piece is not written, the peer's stream ends and the
+// Get fails; a piece in place completes it.
+func TestHostileReplyPiece(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		off  uint64
+		n    int
+		ok   bool
+	}{
+		{"in place", 4, 12, true},
+		{"past the row", 8, 16, false},
+		{"past the rows", 16, 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, ep, _ := hostile(t)
+			fp := w.fp
+			dst := make([]byte, 32)
+			errc := make(chan error, 1)
+			go func() { errc <- w.Get(ctx, 1, 0, dst[:16], Shape{Len: 16}) }()
+			var b [headerSize]byte
+			if err := ep.Recv(ctx, 0, &fp, b[:]); err != nil {
+				t.Fatal(err)
+			}
+			var h header
+			if err := h.decode(b[:]); err != nil || h.op != opGet {
+				t.Fatalf("request %+v, %v", h, err)
+			}
+			p := header{op: opPart, win: h.win, nonce: h.nonce, req: h.req, off: tc.off, n: uint64(tc.n), add: 1}
+			p.encode(b[:])
+			if err := ep.Send(ctx, 0, &fp, b[:]); err != nil {
+				t.Fatal(err)
+			}
+			// A window that refused the piece does not take its bytes.
+			pctx, pcancel := context.WithCancel(ctx)
+			sent := make(chan error, 1)
+			go func() { sent <- ep.Send(pctx, 0, &fp, bytes.Repeat([]byte{0xee}, tc.n)) }()
+			err := <-errc
+			if tc.ok {
+				if err := <-sent; err != nil {
+					t.Fatal(err)
+				}
+			}
+			pcancel()
+			if !tc.ok {
+				<-sent
+			}
+			want := make([]byte, 32)
+			if tc.ok {
+				copy(want[tc.off:], bytes.Repeat([]byte{0xee}, tc.n))
+				if err != nil {
+					t.Fatalf("Get answered by a piece in place: %v", err)
+				}
+			} else if !errors.Is(err, errs.ErrPeerLost) {
+				t.Fatalf("Get answered by a piece out of place: %v, want ErrPeerLost", err)
+			}
+			if !bytes.Equal(dst, want) {
+				t.Fatalf("destination after the reply: %v", dst)
+			}
 		})
 	}
 }
