@@ -133,10 +133,8 @@ func (s *reduceSink) Consume(off int, b []byte) {
 	switch {
 	case s.copy && len(b) > 0 && &d[0] == &b[0]:
 		// Landed in place (Staging is dst).
-	case s.copy && s.stream:
-		reduce.CopyStream(d, b)
 	case s.copy:
-		copy(d, b)
+		copyTo(d, b, s.stream)
 	case s.stream:
 		reduce.ApplyStream(s.dt, s.op, d, s.src[off:off+len(b)], b)
 	default:
@@ -579,15 +577,17 @@ type exchSink struct {
 
 func (s *exchSink) Reduce(off int, out, in []byte) {
 	reduce.Apply(s.dt, s.op, out, s.src[off:off+len(in)], in)
-	if d := s.dst[off : off+len(out)]; s.stream {
-		reduce.CopyStream(d, out)
-	} else {
-		copy(d, out)
-	}
+	copyTo(s.dst[off:off+len(out)], out, s.stream)
 }
 
 func (s *exchSink) Land(off int, b []byte) {
-	if d := s.recv[off : off+len(b)]; s.streamRecv {
+	copyTo(s.recv[off:off+len(b)], b, s.streamRecv)
+}
+
+// copyTo copies b into d, around the caches when stream (a destination
+// too large to stay in them).
+func copyTo(d, b []byte, stream bool) {
+	if stream {
 		reduce.CopyStream(d, b)
 	} else {
 		copy(d, b)

@@ -424,6 +424,22 @@ func (p *point) setPred(ts [2]float64) {
 }
 
 // meanAbs returns the mean |error| of the points selected by keep.
+// runShapes lists, sorted and once each, the ranks/CPUs shapes ("4/2c")
+// of the points keep keeps.
+func runShapes(pts []point, keep func(*point) bool) []string {
+	var runs []string
+	for _, p := range pts {
+		if keep(&p) {
+			r := fmt.Sprintf("%d/%dc", p.n, p.cores)
+			if !slices.Contains(runs, r) {
+				runs = append(runs, r)
+			}
+		}
+	}
+	slices.Sort(runs)
+	return runs
+}
+
 func meanAbs(pts []point, keep func(*point) bool) (mean float64, within, total int) {
 	var sum float64
 	for i := range pts {
@@ -815,17 +831,7 @@ func fitTCP(c config, pts []point) (sim.Topology, string, error) {
 					best, alpha, cpu = e, a, v
 				}
 			}
-			var runs []string
-			for _, p := range pts {
-				if over(&p) {
-					r := fmt.Sprintf("%d/%dc", p.n, p.cores)
-					if !slices.Contains(runs, r) {
-						runs = append(runs, r)
-					}
-				}
-			}
-			slices.Sort(runs)
-			cpuFit = "fitted on ranks/CPUs " + strings.Join(runs, ", ")
+			cpuFit = "fitted on ranks/CPUs " + strings.Join(runShapes(pts, over), ", ")
 		}
 	}
 	t := tcpTopo(c.rate, alpha, cpu)
@@ -918,16 +924,7 @@ func fitSHM(c config, pts []point) (sim.Topology, string, error) {
 		return t, "", err
 	default:
 		t = t2
-		var runs []string
-		for _, p := range pts {
-			if over(&p) {
-				r := fmt.Sprintf("%d/%dc", p.n, p.cores)
-				if !slices.Contains(runs, r) {
-					runs = append(runs, r)
-				}
-			}
-		}
-		slices.Sort(runs)
+		runs := runShapes(pts, over)
 		slotWake := "as a schedule's"
 		if t.SlotWake > 0 {
 			slotWake = fmt.Sprintf("%.2f µs", t.SlotWake*1e6)
