@@ -367,8 +367,13 @@ func (c *conn) readPolled(b []byte) (int, error) {
 		err = c.rerr
 	}
 	c.rbuf, c.rerr = nil, nil
-	if err != nil {
+	if err != nil && err != io.EOF {
+		// Wrapped as net wraps a read's error, and like net the end of
+		// the stream bare: callers compare with io.EOF.
 		return n, &net.OpError{Op: "read", Net: "tcp", Addr: c.nc.RemoteAddr(), Err: err}
+	}
+	if err != nil {
+		return n, err
 	}
 	return n, nil
 }
