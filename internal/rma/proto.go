@@ -20,6 +20,12 @@ import (
 // Between pieces the target's own requests to the requester may go out,
 // so two ranks getting from each other move both replies at once instead
 // of one request waiting behind a whole reply.
+//
+// Ranks of one job speak the same messages: a change to them bumps the
+// transport's protocol version (wire.HandshakeVersion), so that a rank of
+// another build is refused at its first connection, naming both versions,
+// instead of dropping its peer at the first message it cannot read.
+// partsVersion is the version that brought opPart.
 
 const (
 	headerSize  = 64
@@ -29,6 +35,8 @@ const (
 	// header cannot make the target drain forever.
 	maxPayload = 1 << 42
 	maxRows    = 1 << 31
+
+	partsVersion = 8
 )
 
 // Operations.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
+	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -807,5 +808,23 @@ func TestHostileReplyPiece(t *testing.T) {
 				t.Fatalf("destination after the reply: %v", dst)
 			}
 		})
+	}
+}
+
+// TestPartsVersion: the pieces of a Get's reply (opPart) are not
+// understood by a build of an earlier protocol version, so the transport's
+// handshake version must be at least the one that brought them: a rank of
+// an older build is then refused at its first connection, naming both
+// versions (internal/transport/tcp's version tests), rather than dropping
+// its peer at the first piece.
+func TestPartsVersion(t *testing.T) {
+	if wire.HandshakeVersion < partsVersion {
+		t.Fatalf("wire.HandshakeVersion = %d, but a Get's reply goes in pieces since version %d", wire.HandshakeVersion, partsVersion)
+	}
+	var h header
+	b := make([]byte, headerSize)
+	(&header{op: opPart, n: 1, add: 1}).encode(b)
+	if err := h.decode(b); err != nil || h.op != opPart {
+		t.Fatalf("a piece's header: %+v, %v", h, err)
 	}
 }

@@ -28,13 +28,16 @@ const HandshakeMagic = "HCOM"
 // previous message takes for the end of it, not for a repair, and the
 // first stripe of a striped message names the path it was written on
 // (FrameHeader.First), so a receiver joining a lead moved three times
-// knows it for a message written on a lead it never joined.
+// knows it for a message written on a lead it never joined; version 8
+// sends the reply of a one-sided Get over a window's message path as
+// pieces (internal/rma's opPart), which a rank of version 7 takes for a
+// malformed request and drops the peer.
 //
 // The Handshake and HandshakeReply layouts are the same from version 5
 // on, and stay so: a new version changes frames, never the first
 // exchange, so that ranks of different versions tell each other so, with
 // proof, before any frame is sent (VersionError).
-const HandshakeVersion = 7
+const HandshakeVersion = 8
 
 // FirstVersion is the oldest version whose Handshake has this package's
 // layout: a listener decodes a handshake of any version from it on, runs
