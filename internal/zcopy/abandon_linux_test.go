@@ -20,10 +20,12 @@ import (
 )
 
 // corrupting is a transport whose first record to rank to (a message of
-// RecSize bytes under the call's fingerprint) goes out with a bad magic.
+// RecSize bytes under the call's fingerprint) goes out with byte at
+// changed: by default the magic's.
 type corrupting struct {
 	*shm.Transport
 	to   int
+	at   int
 	done bool
 }
 
@@ -33,7 +35,7 @@ func (c *corrupting) bad(peer int, p []byte) []byte {
 	}
 	c.done = true
 	q := append([]byte(nil), p...)
-	q[0]++
+	q[c.at] ^= 0xa5
 	return q
 }
 
@@ -285,4 +287,130 @@ func TestPeerFailureLocal(t *testing.T) {
 			t.Errorf("rank %d (took %v): %v, want rank 2's abort", r, took[r], res[r])
 		}
 	}
+}
+
+// watching is rank 0's transport in TestAbandonPushed: once the rank has
+// sent a message under another fingerprint than the call's (its abandon
+// record), its next receive from rank 1 closes waiting.
+type watching struct {
+	*shm.Transport
+	call      *wire.Fingerprint
+	abandoned bool
+	waiting   chan struct{}
+}
+
+func (w *watching) note(fp *wire.Fingerprint) {
+	if *fp != *w.call {
+		w.abandoned = true
+	}
+}
+
+func (w *watching) Send(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	w.note(fp)
+	return w.Transport.Send(ctx, peer, fp, p)
+}
+
+func (w *watching) TrySend(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) (bool, error) {
+	w.note(fp)
+	return w.Transport.TrySend(ctx, peer, fp, p)
+}
+
+func (w *watching) Recv(ctx context.Context, peer int, fp *wire.Fingerprint, p []byte) error {
+	if w.abandoned && peer == 1 && w.waiting != nil {
+		close(w.waiting)
+		w.waiting = nil
+	}
+	return w.Transport.Recv(ctx, peer, fp, p)
+}
+
+// A pushed AllGather (two ranks, both outputs registered) that rank 0
+// abandons, because rank 1's record is malformed or names a buffer rank 0
+// does not have: rank 1 took the path and writes its block into rank 0's
+// output, so rank 0 must not return before that is over. Rank 1 pushes
+// only once rank 0 has returned or waits for rank 1's next message, and
+// rank 0's output is compared, after both are done, with what it held when
+// rank 0 returned: a rank that returned at once (the old code) sees its
+// output change under it. Both ranks fail as before: rank 0 with
+// ErrInvalidArgument, rank 1 told that rank 0 abandoned the call.
+func TestAbandonPushed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   int // the byte of rank 1's record that is changed
+	}{
+		{"malformed", 0},
+		{"unknown-output", 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			const n = 8192 // the output; the block of each rank is n/2
+			ts, rs, bs := shmPair(t, ctx, 2*n)
+			fp := &wire.Fingerprint{Seq: 1, Coll: sched.AllGather, Count: n / 2}
+			var calls [2]*Call
+			for r := range 2 {
+				m := bs[r].B.Bytes()
+				calls[r] = &Call{Coll: sched.AllGather, DT: reduce.Uint8, In: m[:n/2], Out: m[n : 2*n], Count: n / 2}
+				for i := range calls[r].In {
+					calls[r].In[i] = byte(1 + r + i%7)
+				}
+				clear(calls[r].Out)
+			}
+			w := &watching{Transport: ts[0], call: fp, waiting: make(chan struct{})}
+			waiting := w.waiting
+			returned := make(chan struct{})
+			var snap []byte
+			var res [2]error
+			var took [2]bool
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				z := &Path{Rank: 0, Size: 2, T: w, FP: fp, Min: 1}
+				took[0], res[0] = rs[0].Begin(ctx, z, calls[0])
+				snap = append([]byte(nil), calls[0].Out...)
+				close(returned)
+			}()
+			go func() {
+				defer wg.Done()
+				z := &Path{Rank: 1, Size: 2, T: &corrupting{Transport: ts[1], to: 0, at: tc.at}, FP: fp, Min: 1}
+				took[1], res[1] = rs[1].Begin(ctx, z, calls[1])
+				if res[1] != nil || !took[1] {
+					return
+				}
+				select {
+				case <-returned:
+				case <-waiting:
+				case <-ctx.Done():
+				}
+				res[1] = rs[1].Finish(ctx, z, calls[1])
+			}()
+			wg.Wait()
+			if ctx.Err() != nil {
+				t.Fatalf("a rank waited for its deadline: %v, %v", res[0], res[1])
+			}
+			if took[0] || !errors.Is(res[0], errs.ErrInvalidArgument) {
+				t.Errorf("rank 0 (took %v): %v, want ErrInvalidArgument", took[0], res[0])
+			}
+			var pe *errs.PeerError
+			if !took[1] || !errors.As(res[1], &pe) || pe.Peer != 0 || !errors.Is(res[1], errAbandoned) {
+				t.Errorf("rank 1 (took %v): %v, want rank 0 abandoned the call", took[1], res[1])
+			}
+			if i := firstDiff(snap, calls[0].Out); i >= 0 {
+				t.Fatalf("rank 0's output changed at byte %d after its call returned (%d, now %d)", i, snap[i], calls[0].Out[i])
+			}
+		})
+	}
+}
+
+// firstDiff returns the first index where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
 }

@@ -187,6 +187,19 @@ func TestUnresolvableRecord(t *testing.T) {
 				if perr := r.peerErr(&Path{Rank: 1, Size: 2, FP: fp}, 0, err); !errors.Is(perr, errAbandoned) {
 					t.Fatalf("the peer got %v, want the abandon record", err)
 				}
+				if coll == sched.AllGather {
+					// A pushed call: rank 0 returns once the peer,
+					// which pushed its block into rank 0's output,
+					// sent its "done".
+					select {
+					case res := <-done:
+						t.Fatalf("rank 0 returned (%v, %v) before the peer's done", res.took, res.err)
+					default:
+					}
+					if err := peer.Send(ctx, 0, fp, rec(tc.flags, 7)); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			res := <-done
 			if res.took || !errors.Is(res.err, errs.ErrInvalidArgument) {

@@ -348,8 +348,14 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 			if e != nil {
 				// This rank cannot tell what the sender decided, so not
 				// whether the others took the path: it abandons the call
-				// and tells them (abandon).
-				r.abandon(ctx, z)
+				// and tells them (abandon). Where the others may push
+				// into its output (its own record allows it), it waits
+				// until they no longer do.
+				if own := r.mine[2]; pushes(k, z.Size, own&FlagOut != 0) && own&FlagIn != 0 {
+					r.abandonPushed(ctx, z)
+				} else {
+					r.abandon(ctx, z)
+				}
 				return false, err
 			}
 			r.recs[p], bad = record{flags: flags}, cmp.Or(bad, err)
@@ -373,9 +379,14 @@ func (r *Registry) beginAll(ctx context.Context, z *Path, k *Call, v bool) (bool
 		// AllGather, where they wait for this rank to write its block
 		// into their outputs: there they are told the call is abandoned
 		// (the round they wait in fails) rather than return wrong bytes.
-		if k.Coll != sched.AllReduce && !z.push {
+		// A pushing peer writes into this rank's output meanwhile: this
+		// rank returns only once it no longer does (abandonPushed).
+		switch {
+		case z.push:
+			r.abandonPushed(ctx, z)
+		case k.Coll != sched.AllReduce:
 			r.round(ctx, z, false, nil)
-		} else {
+		default:
 			r.abandon(ctx, z)
 		}
 		return false, bad
@@ -523,7 +534,13 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 		// told the others, or its communicator's abort will. Two ranks
 		// failing on it together would otherwise each wait in a Send
 		// to the other where the transport is a rendezvous (local).
-		if !peerFailed(err) {
+		// A pushing peer may be writing into this rank's output: this
+		// rank returns once it no longer does (abandonPushed).
+		switch {
+		case peerFailed(err):
+		case z.push:
+			r.abandonPushed(ctx, z)
+		default:
 			r.abandon(ctx, z)
 		}
 		return err
@@ -571,6 +588,46 @@ func (r *Registry) abandon(ctx context.Context, z *Path) {
 			eg.TrySend(ctx, p, fp, r.mine[:RecSize])
 		default:
 			z.T.Send(ctx, p, fp, r.mine[:RecSize])
+		}
+	}
+}
+
+// abandonPushed abandons a pushed AllGather and returns only once no peer
+// writes into this rank's output any more. A peer that took the path
+// pushes its block into every output, this rank's included, before it
+// sends its "done" record (Finish), so returning at once, as abandon
+// does, would give the caller back an output a peer is still writing
+// into. This rank takes part in the done round instead, with the abandon
+// record (under abandon's fingerprint) in place of its own: the peer
+// fails at its end of the round as it does on abandon, and this rank
+// waits for the peer's next message of the call, which comes once the
+// peer's push is over: its "done", its own abandon (a mismatch here), or
+// the failure of the peer or of the wait (its ctx). The order of each
+// pair is the round's (eager where the transport takes the record at
+// once, else the lower rank sends first), so it never deadlocks against
+// the peer's round or against the peer's own abandonPushed.
+func (r *Registry) abandonPushed(ctx context.Context, z *Path) {
+	fp := r.setAbandonFP(z.FP)
+	encode(r.mine, 0, 0, 0, 0, 0)
+	rec := r.mine[:RecSize]
+	eg, eager := z.T.(transport.Eager)
+	for p := range z.Size {
+		if p == z.Rank {
+			continue
+		}
+		sent := false
+		if eager {
+			sent, _ = eg.TrySend(ctx, p, fp, rec)
+		}
+		if !sent && z.Rank < p {
+			z.T.Send(ctx, p, fp, rec)
+			sent = true
+		}
+		// The peer's next message: whatever it is (or the error), the
+		// peer has stopped writing here.
+		z.T.Recv(ctx, p, z.FP, r.all[p*RecSize:(p+1)*RecSize])
+		if !sent {
+			z.T.Send(ctx, p, fp, rec)
 		}
 	}
 }
