@@ -18,7 +18,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/traceevent"
 )
 
-const simUsage = `usage: hcomm sim -n N [-op OP] [-b SIZE] [-e SIZE] [-f F] [-topo FILE] [-algo NAMES]
+const simUsage = `usage: hcomm sim -n N [-op OP] [-b SIZE] [-e SIZE] [-f F] [-topo FILE] [-algo NAMES] [-unfused]
 
 Predicts a collective's time on a modelled cluster by running the programs
 the executor runs through a discrete-event model (per-link α/β, cores,
@@ -32,6 +32,11 @@ for busy resources, reduction, local copies).
 Small collectives of ranks all on one host (a contribution of at most 1 KiB)
 run as one group call through shared-memory slots, not a schedule: a
 "shm-slots" row then shows that call's prediction.
+
+Over shared memory the executor fuses large messages (a two-step pair
+exchange of at least 4 MiB in one transport call, an AllGather's own-block
+copy of at least 4 MiB riding its send); the model does the same unless
+-unfused is given, which predicts the executor without those fusions.
 
 -topo is "default" (8 ranks per host, racks of 32 hosts, 100 Gb/s NICs,
 2:1 uplinks), "local" (this kind of 2-core machine over shared memory, as
@@ -53,6 +58,7 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 	f := fs.Int("f", 4, "size multiplication factor between rows")
 	topoName := fs.String("topo", "default", "topology: default, local or a JSON file")
 	algoNames := fs.String("algo", "", "algorithms to simulate, comma-separated (default: all of the collective)")
+	unfused := fs.Bool("unfused", false, "simulate the executor without its large-message fusions over shared memory (fused pair exchange, copy riding its send)")
 	traceFile := fs.String("trace", "", "write the simulated timeline (one algorithm, one size, up to 4096 ranks) as a trace-event file: a track per rank, a slice per step")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -102,9 +108,12 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 		if len(algos) != 1 || len(sizes) != 1 || *n > 4096 {
 			return fmt.Errorf("sim: -trace needs one algorithm (-algo), one size (no -e) and at most 4096 ranks")
 		}
-		return simTrace(topo, algos[0], coll, *n, sizes[0], *traceFile, stdout)
+		return simTrace(topo, algos[0], coll, *n, sizes[0], *traceFile, *unfused, stdout)
 	}
 	fmt.Fprintf(stdout, "# hcomm sim %s, topology %s\n# %s\n", coll, topoOrFile(topo, *topoName), topo.String(*n))
+	if *unfused {
+		fmt.Fprintf(stdout, "# -unfused: the executor without its large-message fusions over shared memory\n")
+	}
 	fmt.Fprintf(stdout, "# %12s %-14s %12s %8s %8s  %s\n", "size", "algo", "time(us)", "algbw", "busbw", "critical path")
 	t0 := time.Now()
 	var peak int64
@@ -123,7 +132,7 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 			go func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				r, err := sim.Simulate(topo, a, coll, *n, size, sim.Options{})
+				r, err := sim.Simulate(topo, a, coll, *n, size, sim.Options{Unfused: *unfused})
 				outs[i] <- out{r, err}
 			}()
 		}
@@ -157,7 +166,7 @@ func simCmd(args []string, stdout, stderr io.Writer) error {
 		if slots {
 			// The library runs this call as a group call, whatever
 			// the schedules would take.
-			r, err := sim.Slots(topo, coll, *n, size, sim.Options{})
+			r, err := sim.Slots(topo, coll, *n, size, sim.Options{Unfused: *unfused})
 			if err != nil {
 				return fmt.Errorf("sim: %w", err)
 			}
@@ -263,8 +272,9 @@ func setFlag(fs *flag.FlagSet, name string) bool {
 }
 
 // simTrace simulates one algorithm at one size with every rank's steps
-// written to file as trace-event slices (simulated time, µs from 0).
-func simTrace(topo sim.Topology, a algo.Algorithm, coll sched.Coll, n int, size int64, file string, stdout io.Writer) error {
+// written to file as trace-event slices (simulated time, µs from 0);
+// unfused as -unfused.
+func simTrace(topo sim.Topology, a algo.Algorithm, coll sched.Coll, n int, size int64, file string, unfused bool, stdout io.Writer) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
@@ -275,7 +285,7 @@ func simTrace(topo sim.Topology, a algo.Algorithm, coll sched.Coll, n int, size 
 		w.Thread(r, 0, a.Name+" steps")
 	}
 	var b strings.Builder
-	r, err := sim.Simulate(topo, a, coll, n, size, sim.Options{Trace: func(s sim.TraceStep) {
+	r, err := sim.Simulate(topo, a, coll, n, size, sim.Options{Unfused: unfused, Trace: func(s sim.TraceStep) {
 		b.Reset()
 		var bytes int64
 		for i, o := range s.Ops {

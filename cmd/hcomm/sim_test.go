@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -105,5 +106,59 @@ func TestSimTrace(t *testing.T) {
 	}
 	if err := simCmd([]string{"-n", "4", "-b", "1M", "-trace", file}, &out, &errb); err == nil || !strings.Contains(err.Error(), "one algorithm") {
 		t.Errorf("-trace with every algorithm: %v", err)
+	}
+}
+
+// TestSimUnfused: -unfused predicts the executor without its shared-memory
+// fusions. A 2-rank ring AllReduce of 16 MiB on one host fuses its two
+// steps into one exchange (one slice a rank in the trace, and a shorter
+// time); with -unfused it runs them apart.
+func TestSimUnfused(t *testing.T) {
+	timeOf := func(args ...string) (float64, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := simCmd(append([]string{"-n", "2", "-topo", "local", "-algo", "ring", "-b", "16M"}, args...), &out, &errb); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errb.String())
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 3 && f[1] == "ring" {
+				v, err := strconv.ParseFloat(f[2], 64)
+				if err != nil {
+					t.Fatalf("%q: %v", l, err)
+				}
+				return v, out.String()
+			}
+		}
+		t.Fatalf("%v: no ring row:\n%s", args, out.String())
+		return 0, ""
+	}
+	fused, s := timeOf()
+	if strings.Contains(s, "-unfused") {
+		t.Errorf("header says -unfused without it:\n%s", s)
+	}
+	unfused, s := timeOf("-unfused")
+	if !strings.Contains(s, "# -unfused") {
+		t.Errorf("header does not say -unfused:\n%s", s)
+	}
+	if !(unfused > fused*1.02) {
+		t.Errorf("ring 16 MiB on 2 ranks: %.1f µs unfused, %.1f fused; want the fused exchange faster", unfused, fused)
+	}
+	for _, c := range []struct {
+		args   []string
+		slices string
+	}{{nil, "2 slices"}, {[]string{"-unfused"}, "4 slices"}} {
+		file := filepath.Join(t.TempDir(), "ring.json")
+		var out, errb bytes.Buffer
+		if err := simCmd(append([]string{"-n", "2", "-topo", "local", "-algo", "ring", "-b", "16M", "-trace", file}, c.args...), &out, &errb); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		if err := traceCmd([]string{"check", file}, &out, &errb); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), c.slices+", 2 processes") {
+			t.Errorf("%v: trace check %q, want %s", c.args, out.String(), c.slices)
+		}
 	}
 }
