@@ -81,10 +81,11 @@ import (
 //
 // Binding. --bind-to core|numa (mpirun's names) starts each
 // rank bound to CPUs of this machine (sched_setaffinity, inherited through
-// exec): core gives local rank i the i-th CPU the launcher may use
-// (wrapping when the ranks outnumber them), numa spreads the local ranks
-// over the NUMA nodes, consecutive ranks on one node, each bound to its
-// node's CPUs. A rank started through --rsh binds itself the same way on
+// exec): core gives local rank i the i-th CPU the launcher may use, numa
+// spreads the local ranks over the NUMA nodes, consecutive ranks on one
+// node, each bound to its node's CPUs. More local ranks than CPUs (on a
+// node, for numa) is an error, as in mpirun, unless the policy ends in
+// :overload-allowed (core then wraps around the CPUs). A rank started through --rsh binds itself the same way on
 // its own machine at Init (HCOMM_BIND_TO, with its local rank and the
 // host's local size), since binding the rsh command would not reach a
 // rank over ssh. A bound rank pins its polling goroutines to its CPUs
@@ -198,7 +199,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runConfig, error) {
 	}
 	cfg := &runConfig{}
 	var hosts, hostFile, rsh, mapPolicy, rankTable string
-	fs.StringVar(&cfg.bindTo, "bind-to", topo.BindAuto, "bind each rank to CPUs: `auto` (where hosts share a machine, each rank its share of its CPUs, at Init), none, core (one CPU per local rank) or numa (one NUMA node's CPUs)")
+	fs.StringVar(&cfg.bindTo, "bind-to", topo.BindAuto, "bind each rank to CPUs: `auto` (where hosts share a machine, each rank its share of its CPUs, at Init), none, core (one CPU per local rank) or numa (one NUMA node's CPUs); core and numa refuse more ranks than CPUs unless given as core:overload-allowed or numa:overload-allowed")
 	fs.IntVar(&cfg.n, "n", 0, "number of ranks (default: one per host slot)")
 	fs.StringVar(&hosts, "hosts", "", "hosts and their slots: `host[:slots],...` (default: this machine)")
 	fs.StringVar(&hostFile, "host-file", "", "read hosts from `file`: one host[:slots] or \"host slots=N\" per line")

@@ -42,7 +42,12 @@ func TestBindTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, policy := range []string{"core", "numa", "none"} {
+	policies := []string{"core", "numa", "none"}
+	if len(allowed) < 2 {
+		// Two ranks on one CPU: bound only when overloading is allowed.
+		policies = []string{"core:" + topo.Overload, "numa:" + topo.Overload, "none"}
+	}
+	for _, policy := range policies {
 		t.Run(policy, func(t *testing.T) {
 			code, stdout, stderr := launch(t, helperArgs(2, []string{"--tag-output", "--bind-to", policy}, "cpus")...)
 			if code != 0 {
@@ -63,6 +68,13 @@ func TestBindTo(t *testing.T) {
 	code, _, stderr := launch(t, helperArgs(2, []string{"--bind-to", "socket"}, "cpus")...)
 	if code == 0 || !strings.Contains(stderr, "want auto, none, core or numa") {
 		t.Errorf("--bind-to socket: exit %d, %q", code, stderr)
+	}
+	// More local ranks than CPUs: refused before any rank starts, as
+	// mpirun refuses, with the way to bind them anyway.
+	n := len(allowed) + 1
+	code, stdout, stderr := launch(t, helperArgs(n, []string{"--bind-to", "core"}, "cpus")...)
+	if code == 0 || !strings.Contains(stderr, "core:"+topo.Overload) || cpusRE.MatchString(stdout) {
+		t.Errorf("--bind-to core, %d ranks on %d CPUs: exit %d, stdout %q, stderr %q", n, len(allowed), code, stdout, stderr)
 	}
 }
 
@@ -89,7 +101,7 @@ func TestPollAffinity(t *testing.T) {
 			return slices.Sorted(slices.Values([]string{all, last}))
 		}},
 		{"off", []string{"-x", "HCOMM_CPU_AFFINITY=off"}, func(int) []string { return []string{all} }},
-		{"bound core", []string{"--bind-to", "core"}, func(r int) []string {
+		{"bound core", []string{"--bind-to", "core:" + topo.Overload}, func(r int) []string {
 			return []string{fmt.Sprint(allowed[r%len(allowed)])}
 		}},
 	}

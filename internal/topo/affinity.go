@@ -13,24 +13,51 @@ const (
 	BindNUMA = "numa" // the CPUs of one NUMA node per local rank
 )
 
+// Overload is mpirun's binding qualifier that lets more ranks be bound to
+// a CPU (core) or to a NUMA node (numa) than it has CPUs:
+// --bind-to core:overload-allowed.
+const Overload = "overload-allowed"
+
 // Bind returns the CPUs local rank local of localSize ranks on machine m
 // should be bound to under policy, given the CPUs the launcher may use
 // (allowed); nil means no binding (none, and auto, which binds at Init
 // only where hosts share a machine: Topology.SpreadShared). core deals the allowed CPUs out in
-// order, one per local rank, wrapping when the ranks outnumber them; numa
-// spreads the local ranks evenly over the NUMA nodes that hold allowed
-// CPUs, consecutive local ranks on the same node, and binds each to its
-// node's allowed CPUs. A machine without NUMA information is one node.
+// order, one per local rank; numa spreads the local ranks evenly over the
+// NUMA nodes that hold allowed CPUs, consecutive local ranks on the same
+// node, and binds each to its node's allowed CPUs. A machine without NUMA
+// information is one node.
+//
+// As mpirun does, Bind refuses to bind more ranks to a CPU (core) or a
+// node (numa) than it has CPUs, which would make the bound ranks take
+// turns on a CPU while others of the host may sit idle: more local ranks
+// than allowed CPUs is an error unless the policy carries the qualifier
+// Overload ("core:overload-allowed"), with which core wraps around the
+// CPUs (local rank i on CPU i mod CPUs) and numa binds the node's ranks
+// to its CPUs all the same. auto leaves such hosts unbound (mpirun's
+// default does not bind an oversubscribed node either).
 func Bind(policy string, m Machine, allowed []int, local, localSize int) ([]int, error) {
 	if local < 0 || localSize < 1 || local >= localSize {
 		return nil, fmt.Errorf("topo: local rank %d of %d", local, localSize)
 	}
-	switch policy {
+	base, qual, qualified := strings.Cut(policy, ":")
+	if qualified && (qual != Overload || (base != BindCore && base != BindNUMA)) {
+		return nil, fmt.Errorf("topo: --bind-to %q: want auto, none, core or numa (core and numa may end in :%s)", policy, Overload)
+	}
+	overloaded := func(ranks, cpus int) error {
+		if ranks <= cpus || qualified {
+			return nil
+		}
+		return fmt.Errorf("topo: --bind-to %s: %d local ranks on %d CPUs would share CPUs (as mpirun, hcomm refuses); --bind-to %s:%s binds them anyway, auto or none leaves them to the kernel", base, ranks, cpus, base, Overload)
+	}
+	switch base {
 	case "", BindNone, BindAuto:
 		return nil, nil
 	case BindCore:
 		if len(allowed) == 0 {
 			return nil, fmt.Errorf("topo: --bind-to core: no CPUs allowed")
+		}
+		if err := overloaded(localSize, len(allowed)); err != nil {
+			return nil, err
 		}
 		a := slices.Sorted(slices.Values(allowed))
 		return []int{a[local%len(a)]}, nil
@@ -45,9 +72,19 @@ func Bind(policy string, m Machine, allowed []int, local, localSize int) ([]int,
 			if len(allowed) == 0 {
 				return nil, fmt.Errorf("topo: --bind-to numa: no CPUs allowed")
 			}
-			return slices.Sorted(slices.Values(allowed)), nil
+			nodes = [][]int{slices.Sorted(slices.Values(allowed))}
 		}
-		return nodes[local*len(nodes)/localSize], nil
+		node := local * len(nodes) / localSize
+		on := 0 // the local ranks bound to node
+		for l := range localSize {
+			if l*len(nodes)/localSize == node {
+				on++
+			}
+		}
+		if err := overloaded(on, len(nodes[node])); err != nil {
+			return nil, err
+		}
+		return nodes[node], nil
 	}
 	return nil, fmt.Errorf("topo: --bind-to %q: want auto, none, core or numa", policy)
 }
