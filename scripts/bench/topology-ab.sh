@@ -40,10 +40,21 @@
 # a NIC. LINK=nic leaves hcomm with the veth's 10 Gbit/s (at 1gbit it then
 # picks Bruck AllToAll at 32 KiB, 1.5× slower than pairwise there).
 #
-# It builds hcomm into $WORK, brings up namespaces tpb0, tpb1 (bridge
-# tpbbr, subnet 192.168.79.0/24 — apart from ../shared/bench's cbench*),
-# egress shaped to RATE (default 1gbit) with tc tbf, prints CSV rows
-# labelled by setting, and takes the namespaces down.
+#   forms   the planner's pick against forced algorithms: OPS of SIZES
+#           with the default settings ("hcomm P"), then every FORMS entry
+#           OP=ALGO (e.g. "reducescatter=rh reducescatter=hier") as its own
+#           job of OP ("hcomm P OP=ALGO"), then Open MPI, for each placement
+#           of MAPS (default "slot node"); mean and median rows as for
+#           bcast. `topology-summary.py --base -` prints each form against
+#           the pick.
+#
+# It builds hcomm into $WORK (HCOMM_BIN=PATH: run that binary instead),
+# brings up namespaces NSPFX0, NSPFX1 (bridge namespace NSPFXbr, subnet
+# 192.168.79.0/24 inside them; NSPFX defaults to "tpb" and this shell's
+# process id, so that two runs at once keep apart), egress shaped to RATE
+# (default 1gbit) with tc tbf, prints CSV rows labelled by setting, and
+# takes the namespaces down. The files of a run are in a directory of its
+# own under $WORK, removed at the end.
 set -eu
 RATE=${1:-1gbit}
 ROUNDS=${2:-3}
@@ -52,17 +63,23 @@ SIZES=${SIZES:--b 8 -e 16M -f 8}
 OPS=${OPS:-allreduce,allgather,reducescatter,broadcast,alltoall,barrier}
 WORK=${WORK:-/tmp/hcomm-topobench}
 SHARED=${SHARED:-../shared/bench}
+P=${NSPFX:-tpb$$}
 mkdir -p "$WORK"
-go build -o "$WORK/hcomm" ./cmd/hcomm
-sed -e 's/^PFX=cbench/PFX=tpb/' -e 's/^SUBNET_PREFIX=192.168.77/SUBNET_PREFIX=192.168.79/' "$SHARED/netns.sh" >"$WORK/netns.sh"
+WORK=$(mktemp -d "$WORK/run.XXXXXX")
+if [ -n "${HCOMM_BIN:-}" ]; then
+	cp "$HCOMM_BIN" "$WORK/hcomm"
+else
+	go build -o "$WORK/hcomm" ./cmd/hcomm
+fi
+sed -e "s/^PFX=cbench/PFX=$P/" -e 's/^SUBNET_PREFIX=192.168.77/SUBNET_PREFIX=192.168.79/' "$SHARED/netns.sh" >"$WORK/netns.sh"
 chmod +x "$WORK/netns.sh"
 printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "$host" sh -c "$*"\n' >"$WORK/nsrsh"
-cat >"$WORK/ompi-nsrsh" <<'RSH'
+cat >"$WORK/ompi-nsrsh" <<RSH
 #!/bin/sh
-host=$1; shift
-case "$host" in 192.168.79.*) ;; *) echo "ompi-nsrsh: refusing $host" >&2; exit 1 ;; esac
-i=$(( ${host##*.} - 10 ))
-exec ip netns exec "tpb$i" unshare --uts sh -c "hostname tpb$i; $*"
+host=\$1; shift
+case "\$host" in 192.168.79.*) ;; *) echo "ompi-nsrsh: refusing \$host" >&2; exit 1 ;; esac
+i=\$(( \${host##*.} - 10 ))
+exec ip netns exec "$P\$i" unshare --uts sh -c "hostname $P\$i; \$*"
 RSH
 chmod +x "$WORK/nsrsh" "$WORK/ompi-nsrsh"
 printf '192.168.79.10 slots=2\n192.168.79.11 slots=2\n' >"$WORK/hosts"
@@ -73,10 +90,10 @@ elif [ "$SET" = ompi ]; then
 	echo "topology-ab.sh: Open MPI (mpicc.openmpi) not found; SET=ompi needs it" >&2
 	exit 1
 fi
-printf 'link inter %s\nhost tpb0 ranks 0-1\nhost tpb1 ranks 2-3\n' "$RATE" >"$WORK/slot.topo"
-printf 'link inter %s\nhost tpb0 ranks 0,2\nhost tpb1 ranks 1,3\n' "$RATE" >"$WORK/node.topo"
+printf 'link inter %s\nhost %s0 ranks 0-1\nhost %s1 ranks 2-3\n' "$RATE" "$P" "$P" >"$WORK/slot.topo"
+printf 'link inter %s\nhost %s0 ranks 0,2\nhost %s1 ranks 1,3\n' "$RATE" "$P" "$P" >"$WORK/node.topo"
+trap '"$WORK/netns.sh" down >/dev/null 2>&1; rm -rf "$WORK"' EXIT
 "$WORK/netns.sh" up 2 "$RATE" >/dev/null
-trap '"$WORK/netns.sh" down' EXIT
 
 # hc MAP OP SIZEFLAGS T LABEL [VAR=VALUE...]: one hcomm perf sweep.
 hc() {
@@ -84,7 +101,7 @@ hc() {
 	shift 5
 	xs=""
 	for kv in "$@"; do xs="$xs -x $kv"; done
-	ip netns exec tpb0 "$WORK/hcomm" run --hosts tpb0:2,tpb1:2 --map-by "$map" --rsh "$WORK/nsrsh" \
+	ip netns exec "${P}0" "$WORK/hcomm" run --hosts "${P}0:2,${P}1:2" --map-by "$map" --rsh "$WORK/nsrsh" \
 		--store-addr 192.168.79.10:0 --timeout 10m $xs -- \
 		"$WORK/hcomm" perf -op "$op" $sizes -T "$t" -csv -H -label "$label"
 }
@@ -92,8 +109,8 @@ hc() {
 # om MAP OP SIZEFLAGS T LABEL: one Open MPI sweep in the same namespaces.
 om() {
 	[ -n "$ompi" ] || return 0
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ip netns exec tpb0 unshare --uts sh -c \
-		"hostname tpb0; exec mpirun.openmpi --hostfile $WORK/hosts -np 4 --map-by $1 \
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ip netns exec "${P}0" unshare --uts sh -c \
+		"hostname ${P}0; exec mpirun.openmpi --hostfile $WORK/hosts -np 4 --map-by $1 \
 		--mca plm_rsh_agent $WORK/ompi-nsrsh --mca pml ob1 --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
 		--mca btl_tcp_if_include 192.168.79.0/24 --mca oob_tcp_if_include 192.168.79.0/24 \
 		$WORK/mpi_coll_bench -i '$5' -o $2 $3 -T ${4%s} -H"
@@ -108,7 +125,7 @@ hcj() {
 	pa=""
 	while [ "$1" != -- ]; do pa="$pa $1"; shift; done
 	shift
-	ip netns exec tpb0 "$WORK/hcomm" run --hosts tpb0:2,tpb1:2 --map-by "$map" --rsh "$WORK/nsrsh" \
+	ip netns exec "${P}0" "$WORK/hcomm" run --hosts "${P}0:2,${P}1:2" --map-by "$map" --rsh "$WORK/nsrsh" \
 		--store-addr 192.168.79.10:0 --timeout 10m -x HCOMM_RANK_TABLE="$WORK/$map.topo" "$@" -- \
 		$wrap "$WORK/hcomm" perf $pa -json -label "$label" |
 		python3 -c 'import json, sys
@@ -157,6 +174,15 @@ for _ in $(seq "$ROUNDS"); do
 			wrap=""
 		done
 		;;
+	forms)
+		for map in ${MAPS:-slot node}; do
+			hcj "$map" "hcomm $map" -op "$OPS" $SIZES -T 0.3 --
+			for f in ${FORMS:-}; do
+				hcj "$map" "hcomm $map $f" -op "${f%%=*}" $SIZES -T 0.3 -algo "$f" --
+			done
+			om "$map" "$OPS" "$SIZES" 0.3 "ompi $map"
+		done
+		;;
 	layout)
 		hc slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "$(label slot)"
 		hc slot allreduce,barrier "-b 8 -e 64M -f 8" 1 "$(label slot HCOMM_TOPOLOGY=off)" HCOMM_TOPOLOGY=off
@@ -170,7 +196,7 @@ for _ in $(seq "$ROUNDS"); do
 		om slot allgather,reducescatter "-b 1M -e 16M -f 16" 1 "ompi slot"
 		;;
 	*)
-		echo "topology-ab.sh: SET=$SET: want ompi, bcast, bind or layout" >&2
+		echo "topology-ab.sh: SET=$SET: want ompi, bcast, bind, forms or layout" >&2
 		exit 2
 		;;
 	esac
