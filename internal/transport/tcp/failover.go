@@ -120,6 +120,9 @@ func (pr *peer) checkStalls(since time.Time, which uint8, skip uint16) (retired 
 			case errNoMove:
 				// The lead's own path, and the lead cannot move:
 				// the pair waits for the path, or for DeadAfter.
+				if d := pr.t.deadAfter; d > 0 && stalled >= d {
+					return retired, pending, pr.fail(pr.allStopped(c.path, stalled))
+				}
 				err = nil
 			default:
 				return retired, pending, err

@@ -74,8 +74,15 @@ import (
 //     instead of waiting for a stall of its own: the peer's host already
 //     found the path stopped.
 //
-// With every path stopped nothing moves: the pair waits for a path or for
-// DeadAfter, which fails it as before. A Send's frames on the lead too
+// With every path stopped nothing moves: the pair waits for a path to come
+// back, or for DeadAfter. A lead that stalls with no path to move to (every
+// other path retired, or dialed again with its rejoin frame unacknowledged
+// on the stalled lead, which the peer would not look at) fails the pair
+// with ErrPeerLost once it has had no acknowledgement for DeadAfter (the
+// watch; a stripe on the lead's path's other sockets likewise, checkStalls),
+// as a dead host would: the kernel's own bound (TCP_USER_TIMEOUT) closes
+// the connection then, and a Send waiting for acknowledgements would
+// otherwise wait for its call's deadline. A Send's frames on the lead too
 // large for the copy (its first stripe, then repairs) are kept by
 // reference until acknowledged (peer.seg, peer.segx), so a lead that stops
 // during a Send that repaired a stripe on it moves too. The move picks the
@@ -184,8 +191,10 @@ func (pr *peer) watchLead() {
 	every := max(t.stallAfter/8, time.Millisecond)
 	timer := time.NewTimer(every)
 	defer timer.Stop()
-	var stuck time.Time // since when the send lead holds data it does not take
+	var stuck time.Time   // since when the send lead holds data it does not take
+	var stopped time.Time // since when it did, when it could not move since
 	var lastAcked uint64
+	var lastSL *conn
 	ahead := 0 // looks in a row with a stripe ahead of an idle receive lead
 	for {
 		select {
@@ -200,6 +209,9 @@ func (pr *peer) watchLead() {
 		pr.mu.Lock()
 		sl := pr.sl
 		pr.mu.Unlock()
+		if sl != lastSL {
+			stuck, stopped, lastSL = time.Time{}, time.Time{}, sl
+		}
 		unacked, blocked, ackAge, ok := sendState(sl)
 		acked, _ := pr.ackedAt(sl)
 		if ok && unacked && blocked && ackAge >= t.stallAfter/2 && timeouts(sl) >= 2 && stuck.IsZero() {
@@ -215,10 +227,22 @@ func (pr *peer) watchLead() {
 		}
 		switch {
 		case !ok || !unacked || !blocked || acked != lastAcked:
-			stuck = time.Time{}
+			stuck, stopped = time.Time{}, time.Time{}
 		case stuck.IsZero():
 			stuck = now
-		case now.Sub(stuck) >= t.stallAfter && pr.canMove(sl):
+		case now.Sub(stuck) >= t.stallAfter && !stopped.IsZero() && t.deadAfter > 0 && now.Sub(stopped) >= t.deadAfter:
+			// The lead stalled with no path to move to for as long as
+			// a connection may go unanswered: every path to the peer
+			// stopped, as when the peer's host is gone.
+			pr.fail(pr.allStopped(sl.path, now.Sub(stopped)))
+		case now.Sub(stuck) >= t.stallAfter && !pr.canMove(sl):
+			if stopped.IsZero() {
+				stopped = stuck
+			}
+		case now.Sub(stuck) >= t.stallAfter:
+			if stopped.IsZero() {
+				stopped = stuck // (reset once the lead moved)
+			}
 			pr.sstalled.Store(true)
 			if pr.smu.TryLock() {
 				if pr.sstalled.Load() && pr.sl == sl {
@@ -262,6 +286,16 @@ func (pr *peer) watchLead() {
 			pr.rkeep.Store(false)
 		}
 	}
+}
+
+// allStopped returns the pair's failure when its send lead's path p has
+// had data unacknowledged for d (at least DeadAfter) and the lead could
+// not move off it: no other path is in use, or none the peer was told of
+// (a path dialed again whose rejoin frame went on the stopped lead).
+func (pr *peer) allStopped(p *path, d time.Duration) error {
+	return &errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
+		"tcp: path %d to rank %d got no acknowledgement for %v and the lead stream had no other path to move to: every path stopped",
+		p.idx, pr.rank, d.Round(time.Millisecond))}
 }
 
 // canMove reports whether a path other than lead's is in use.
@@ -649,7 +683,9 @@ func (pr *peer) leadWait(ctx context.Context, backoff time.Duration, done func()
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 2*time.Millisecond)
 	}
-	return nil
+	// A connection the pair's failure closed gives no counts, which
+	// done takes for nothing left to wait for.
+	return pr.err()
 }
 
 // leadStalled moves the send lead if the watch found it stalled. The caller

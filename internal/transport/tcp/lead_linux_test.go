@@ -524,6 +524,14 @@ func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64, between boo
 			t.Logf("logs:\n%s", logs.String())
 		}
 	})
+	for _, tr := range trs {
+		// Only the hooks stop paths (testStall moves the lead at once
+		// whatever the bound): on a loaded machine a loopback stripe
+		// or ping can go unacknowledged for a second, and paths
+		// retired besides the stopped ones can leave the lead nowhere
+		// to go.
+		tr.stallAfter = 8 * time.Second
+	}
 	t0 := trs[0]
 	var mu sync.Mutex
 	dead := map[*conn]uint64{} // rank 0's stopped connections: what their peer acknowledged
@@ -656,7 +664,9 @@ func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64, between boo
 		t.Errorf("rank 1 did not join the move off path %d", moves-1)
 	}
 	for k := 1; k < moves; k++ {
-		if lose&(1<<(k-1)) != 0 && logHas(logs.String(), "peer moved the lead stream", "rank=1", fmt.Sprintf("to=%d", k)) {
+		// (A later move, after a stall of the loaded machine, may go
+		// onto path k again, dialed again, off another path.)
+		if lose&(1<<(k-1)) != 0 && logHas(logs.String(), "peer moved the lead stream", "rank=1", fmt.Sprintf("path=%d ", k-1), fmt.Sprintf("to=%d", k)) {
 			t.Errorf("rank 1 joined a lead frame onto path %d that never came", k)
 		}
 	}
@@ -849,5 +859,101 @@ func TestLeadStaysWritable(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("a Send on the lead that could not move: %v", err)
+	}
+}
+
+// TestLeadNowhereToMove: the lead's path stops while the pair's other path
+// is retired (its idle ping stalled), so the lead has nowhere to move:
+// either the path is still retired (rank 1's pinger retired it and, not
+// being the pair's dialer, does not dial it again), or it was dialed again
+// and its rejoin frame went on the stopped lead, so the peer reads it on
+// the old generation and would never see a lead frame there. The pair
+// fails with ErrPeerLost once the lead has had no acknowledgement for
+// DeadAfter, as when every path to a host goes down, instead of waiting
+// for the call's deadline.
+func TestLeadNowhereToMove(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		sender int // the rank whose lead stops; its pinger retires path 1
+	}{
+		{"other path retired", 1},
+		{"other path dialed again, untold", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("logs:\n%s", logs.String())
+				}
+			})
+			from, to := trs[tt.sender], trs[1-tt.sender]
+			var dead atomic.Pointer[conn] // the stopped lead: nothing written on it arrives
+			var stopAt atomic.Uint64
+			from.testAcked = func(c *conn, a uint64) uint64 {
+				if dead.Load() == c {
+					return min(a, stopAt.Load())
+				}
+				return a
+			}
+			from.testStall = func(c *conn) bool { return dead.Load() == c }
+			from.testLost = func(c *conn) bool { return dead.Load() == c }
+			var armed atomic.Bool
+			from.testPingStall = func(c *conn) bool { return c.path.idx == 1 && armed.CompareAndSwap(true, false) }
+			rounds := make(chan struct{}, 1)
+			from.testPinged = func(int) {
+				select {
+				case rounds <- struct{}{}:
+				default:
+				}
+			}
+			for _, tr := range trs {
+				tr.pingEvery = 10 * time.Millisecond
+				// Only the hooks stop paths: a loaded machine can
+				// leave a loopback ping unacknowledged for a second.
+				tr.stallAfter = 8 * time.Second
+			}
+			from.deadAfter = 3 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			runAll(t, trs, func(tr *Transport) error { return barrier2(ctx, tr, 1-tr.Rank()) })
+			pr := from.peers[1-tt.sender]
+			if !pr.leadOK {
+				t.Fatal("the pair does not move its lead: no TCP_INFO acknowledgement counts?")
+			}
+			seq := 0
+			trade(ctx, t, trs, &seq, 1)
+			armed.Store(true)
+			for {
+				// Path 1 retired, and (at the dialer) dialed again.
+				pr.mu.Lock()
+				_, g := pr.lastGen(1)
+				pr.mu.Unlock()
+				if pr.paths[1].retired.Load() && (tt.sender == 1 || g != nil) {
+					break
+				}
+				select {
+				case <-rounds:
+				case <-ctx.Done():
+					t.Fatal("path 1 was not retired")
+				}
+			}
+			pr.smu.Lock()
+			stopAt.Store(pr.sl.wroteAt())
+			dead.Store(pr.sl)
+			pr.smu.Unlock()
+			start := time.Now()
+			errc := make(chan error, 1)
+			go func() { errc <- recvMsg(ctx, to, from.Rank(), seq, 1<<20) }()
+			err := sendMsg(ctx, from, to.Rank(), seq, 1<<20)
+			if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "every path stopped") {
+				t.Fatalf("Send with every path stopped: %v after %v, want ErrPeerLost (every path stopped)", err, time.Since(start).Round(time.Millisecond))
+			}
+			if err := <-errc; !errors.Is(err, errs.ErrPeerLost) {
+				t.Fatalf("Recv from a rank whose paths all stopped: %v, want ErrPeerLost", err)
+			}
+			if !logHas(logs.String(), "path=1", "idle ping got no acknowledgement") {
+				t.Error("no WARN for path 1's retirement")
+			}
+		})
 	}
 }
