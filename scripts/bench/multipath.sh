@@ -6,7 +6,9 @@
 #
 # Two namespaces mpb0, mpb1 (PER_HOST ranks each, default 1; P=name for
 # other names), each with two veth links on bridges of their own: eth0
-# 192.168.90.(10+i), eth1 192.168.91.(10+i), shaped with tbf, and the
+# 192.168.90.(10+i), eth1 192.168.91.(10+i), shaped with tbf (RATE each,
+# default 1gbit; SLOW, default 250mbit, for eth1 in the weighted runs;
+# ONLY=regexp runs only the configurations whose label matches), and the
 # store's link eth2 (mpnet.sh). Each repetition runs every
 # configuration once, in turn (A/B/C/... so load affects them alike), and
 # prints hcomm perf's CSV rows labelled with the configuration; summarise
@@ -18,22 +20,26 @@ REPS=${1:-3}
 PER=${2:-1}
 SIZES=${SIZES:--b 8M -e 256M -f 8}
 OPS=${OPS:-allreduce,broadcast}
+RATE=${RATE:-1gbit}   # each link's rate
+SLOW=${SLOW:-250mbit} # the slow link's rate in the weighted runs
+ONLY=${ONLY:-}        # labels to run (a regular expression), if not all
 OUT=${OUT:-/tmp/multipath-$(date +%s).csv}
 . "$(dirname "$0")/mpnet.sh"
 up
 
 run() { # label env...
   local label=$1; shift
+  if [ -n "$ONLY" ] && ! [[ $label =~ $ONLY ]]; then return; fi
   mpnet_run $HCOMM $PER "$@" -- $HCOMM perf -op $OPS $SIZES -csv -label $label | grep -v '^impl' | tee -a $OUT
 }
 
 for rep in $(seq $REPS); do
   echo "== repetition $rep ($(uptime))" >&2
-  rates 1gbit 1gbit
+  rates $RATE $RATE
   run two-equal HCOMM_SOCKET_IFNAME==eth0,eth1
   run one-link HCOMM_SOCKET_IFNAME==eth0
   run one-link-nsocks2 HCOMM_SOCKET_IFNAME==eth0 HCOMM_NSOCKS=2
-  rates 1gbit 250mbit
+  rates $RATE $SLOW
   run quarter-weighted HCOMM_SOCKET_IFNAME==eth0,eth1
   run quarter-equal HCOMM_SOCKET_IFNAME==eth0,eth1 HCOMM_PATH_WEIGHTS=equal
   run quarter-fast-alone HCOMM_SOCKET_IFNAME==eth0
