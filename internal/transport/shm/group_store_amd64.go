@@ -21,3 +21,25 @@ func publishSeq(p *uint32, v uint32)
 //
 //go:noescape
 func prefetch(p *byte)
+
+// prefetchW asks the CPU to bring the cache line at p into its caches in
+// exclusive state, ready to be written (PREFETCHW): other CPUs' copies are
+// invalidated now rather than when this CPU writes the line. A hint, like
+// prefetch; only where hasPrefetchW.
+//
+//go:noescape
+func prefetchW(p *byte)
+
+// cpuid returns EAX and ECX of CPUID leaf (subleaf 0).
+func cpuid(leaf uint32) (eax, ecx uint32)
+
+// hasPrefetchW reports whether the CPU has PREFETCHW (CPUID
+// 0x80000001:ECX bit 8, "3DNowPrefetch"/PRFCHW). On CPUs without it the
+// instruction may fault, so it is never issued there.
+var hasPrefetchW = func() bool {
+	if top, _ := cpuid(0x80000000); top < 0x80000001 {
+		return false
+	}
+	_, ecx := cpuid(0x80000001)
+	return ecx&(1<<8) != 0
+}()

@@ -10,3 +10,7 @@ func publishSeq(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
 
 // prefetch is a hint that does nothing here; see the amd64 version.
 func prefetch(*byte) {}
+
+func prefetchW(*byte) {}
+
+const hasPrefetchW = false
