@@ -30,6 +30,7 @@ import (
 
 	"github.com/hcomm-go/hcomm/internal/copyeng"
 	"github.com/hcomm-go/hcomm/internal/rma"
+	"github.com/hcomm-go/hcomm/internal/storepick"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
 
@@ -65,6 +66,7 @@ type Registry struct {
 	// ntMin is the least block the running call writes around the
 	// caches (Finish sets it).
 	ntMin int
+	picks storepick.Set // the stores of large AllGathers and AllToAlls, by timing (stores.go)
 	// abandonFP is the fingerprint of abandon's records (setAbandonFP).
 	abandonFP  wire.Fingerprint
 	lingerFor  time.Duration // the running call's polling budget (linger)

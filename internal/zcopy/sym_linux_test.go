@@ -20,8 +20,9 @@ import (
 // comparison, the rooted Broadcast from rank 0) of 2 ranks
 // (goroutines of this process, the shm transport, registered buffers:
 // the records, the copies and the done round of the real path), with
-// large blocks written around the caches (stores=bypass, as the calls
-// do) or with plain stores, and with the waits for the peers' records
+// large blocks written around the caches (stores=bypass), with plain
+// stores (plain) or either way as timing chooses (timed, as the calls
+// do: stores.go), and with the waits for the peers' records
 // polling first (wait=poll, as the calls do: linger) or blocking in the
 // transport's receive at once (wait=block), and AllGather pushing
 // (push, as the calls do: every output registered) or pulling (pull).
@@ -34,12 +35,10 @@ import (
 func BenchmarkSymmetric(b *testing.B) {
 	for _, coll := range []sched.Coll{sched.AllGather, sched.AllToAll, sched.Broadcast} {
 		for _, n := range []int{512 << 10, 2 << 20, 8 << 20, 32 << 20} {
-			for _, plain := range []bool{false, true} {
+			for _, stores := range []string{"bypass", "plain", "timed"} {
+				plain := stores == "plain"
 				for _, block := range []bool{false, true} {
-					stores, wait := "bypass", "poll"
-					if plain {
-						stores = "plain"
-					}
+					wait := "poll"
 					if block {
 						wait = "block"
 					}
@@ -52,8 +51,8 @@ func BenchmarkSymmetric(b *testing.B) {
 							name += map[bool]string{false: "/push", true: "/pull"}[pull]
 						}
 						b.Run(name, func(b *testing.B) {
-							defer func(v bool) { pushOff = v }(pushOff)
-							pushOff = pull
+							defer func(v, w bool) { pushOff, pickOff = v, w }(pushOff, pickOff)
+							pushOff, pickOff = pull, stores == "bypass"
 							symmetric1(b, coll, n, plain, block)
 						})
 					}

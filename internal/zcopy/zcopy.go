@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/reduce"
 	"github.com/hcomm-go/hcomm/internal/sched"
 	"github.com/hcomm-go/hcomm/internal/spin"
+	"github.com/hcomm-go/hcomm/internal/storepick"
 	"github.com/hcomm-go/hcomm/internal/topo"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -495,8 +497,12 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 		return nil
 	}
 	r.ntMin = reduce.StreamMin
+	var pick *storepick.Pick // chooses this call's stores by timing (stores.go)
 	if shapeOf(k) == symmetric {
 		r.ntMin = symStreamMin
+		if pick = r.storePick(k, z.Size); pick != nil && pick.Plain() {
+			r.ntMin = math.MaxInt
+		}
 	}
 	switch shapeOf(k) {
 	case fromRoot:
@@ -527,6 +533,10 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 		}
 		return err
 	}
+	var start time.Time
+	if pick != nil {
+		start = time.Now()
+	}
 	if err := r.move(ctx, z, k); err != nil {
 		// The peers wait for this rank's "done" (or AllReduce's middle
 		// round): they fail at once instead. Not when a peer failed the
@@ -544,6 +554,9 @@ func (r *Registry) Finish(ctx context.Context, z *Path, k *Call) error {
 			r.abandon(ctx, z)
 		}
 		return err
+	}
+	if pick != nil {
+		pick.Took(int64(time.Since(start)))
 	}
 	r.mark(phMoved)
 	// Done: nobody reads or writes another rank's memory after this. The
