@@ -164,12 +164,46 @@ func (pr *peer) awaitAcks(ctx context.Context, since time.Time, retired uint16) 
 		if !pending {
 			return newly, nil
 		}
+		if pr.leadOK && pr.leadPathPending() {
+			if h := pr.t.testLeadAt; h != nil {
+				h("acks")
+			}
+		}
+		if pr.leadOK && pr.sstalled.Load() && pr.leadPathPending() {
+			// The watch found the lead's first connection stalled
+			// while a stripe on its path's other sockets waits: that
+			// one may wait for good (the peer reads it only after the
+			// message's header, on the stalled lead, and its window
+			// fills while the path's other sockets still deliver).
+			// The lead moves now, and the path's stripes go again as
+			// repairs, as when that stripe stalls too.
+			old := pr.sl.path
+			if err := pr.leadStalled("send"); err != nil {
+				return newly, err
+			}
+			if pr.sl.path != old {
+				newly |= 1 << old.idx
+				continue
+			}
+		}
 		if err := pr.t.callErr(ctx, pr, nil); err != nil {
 			return newly, err
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 2*time.Millisecond)
 	}
+}
+
+// leadPathPending reports whether a stripe of the current send on the send
+// lead's path (its other sockets) waits for acknowledgement. The caller
+// holds smu.
+func (pr *peer) leadPathPending() bool {
+	for pos, st := range pr.sstate {
+		if st == stripeWritten && pr.sview[pos].path == pr.sl.path {
+			return true
+		}
+	}
+	return false
 }
 
 // retire takes path p out of use for sending, interrupting a stripe being

@@ -473,7 +473,7 @@ func TestLeadMoveTwice(t *testing.T) {
 		{"first lead frame read, unacknowledged", 0, 0},
 		{"first lead frame's header acknowledged", 0, wire.FrameHeaderSize + 20},
 	} {
-		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 2, tt.lose, tt.acked, false) })
+		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 1, 2, tt.lose, tt.acked, false) })
 	}
 }
 
@@ -500,12 +500,24 @@ func TestLeadMoveThrice(t *testing.T) {
 		{"first lost, second read", 1, false},
 		{"first move between messages, both lost", 3, true},
 	} {
-		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 3, tt.lose, 0, tt.between) })
+		t.Run(tt.name, func(t *testing.T) { leadMoveChain(t, 1, 3, tt.lose, 0, tt.between) })
 	}
 }
 
-// leadMoveChain runs a pair over moves+1 paths whose first moves paths
-// stop at once with the lead on the first: the lead moves moves times,
+// TestLeadMoveSockets: two paths of two sockets; the lead's first
+// connection stops during a large Send while the stripe on its path's
+// second socket waits for acknowledgement: rank 1 reads that stripe only
+// after the message's header, lost with the lead, so its window fills
+// and the stripe never stalls by itself. The lead moves all the same (the
+// watch found it stalled), the path's stripes go again on the new lead,
+// every message arrives, and the path comes back.
+func TestLeadMoveSockets(t *testing.T) {
+	leadMoveChain(t, 2, 1, 0, 0, false)
+}
+
+// leadMoveChain runs a pair over moves+1 paths of nsocks sockets whose
+// first moves paths stop at once with the lead on the first (its first
+// connection's, that is): the lead moves moves times,
 // each move but the last onto a path that stopped too (with acked bytes
 // of what is written on it taken as acknowledged, its lead frame lost
 // when bit k of lose is set, k from 0 for the first move), and lands on
@@ -513,12 +525,12 @@ func TestLeadMoveThrice(t *testing.T) {
 // then both ways once the stopped paths are back. With between, the
 // first move happens after the first small message and before the large
 // one (else during the large one's Send).
-func leadMoveChain(t *testing.T, moves int, lose uint, acked uint64, between bool) {
+func leadMoveChain(t *testing.T, nsocks, moves int, lose uint, acked uint64, between bool) {
 	addrs := make([]string, moves+1)
 	for i := range addrs {
 		addrs[i] = fmt.Sprintf("127.0.0.%d:%%d", i+1)
 	}
-	trs, logs := multiPathWorld(t, 2, 1, addrs...)
+	trs, logs := multiPathWorld(t, 2, nsocks, addrs...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", logs.String())

@@ -299,7 +299,8 @@ type Transport struct {
 	// send lead c as stalled at once when it reports true; testLeadAt is
 	// called where a Send waits on the lead ("await": for the whole
 	// lead's acknowledgement; "quiet": for the small frames' before a
-	// message larger than keptMax).
+	// message larger than keptMax; "acks": for a stripe on the lead's
+	// path's other sockets).
 	testStall  func(c *conn) bool
 	testLeadAt func(where string)
 	// testLost, set by tests before use, makes a frame written on the
