@@ -8,7 +8,8 @@
 # other names), each with two veth links on bridges of their own: eth0
 # 192.168.90.(10+i), eth1 192.168.91.(10+i), shaped with tbf (RATE each,
 # default 1gbit; SLOW, default 250mbit, for eth1 in the weighted runs;
-# ONLY=regexp runs only the configurations whose label matches), and the
+# ONLY=regexp runs only the configurations whose label matches; two-equal-fixed
+# is two-equal with HCOMM_PATH_WEIGHTS=equal), and the
 # store's link eth2 (mpnet.sh). Each repetition runs every
 # configuration once, in turn (A/B/C/... so load affects them alike), and
 # prints hcomm perf's CSV rows labelled with the configuration; summarise
@@ -37,6 +38,7 @@ for rep in $(seq $REPS); do
   echo "== repetition $rep ($(uptime))" >&2
   rates $RATE $RATE
   run two-equal HCOMM_SOCKET_IFNAME==eth0,eth1
+  run two-equal-fixed HCOMM_SOCKET_IFNAME==eth0,eth1 HCOMM_PATH_WEIGHTS=equal
   run one-link HCOMM_SOCKET_IFNAME==eth0
   run one-link-nsocks2 HCOMM_SOCKET_IFNAME==eth0 HCOMM_NSOCKS=2
   rates $RATE $SLOW
