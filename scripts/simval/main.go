@@ -36,6 +36,15 @@
 // CPUs than ranks (2, 3 and 4 on one, 3 and 6 on two), α refitted for
 // each candidate.
 //
+// The machine's speed: this machine runs whole jobs 2–3× slower for
+// minutes at a time. measure.sh and measure_tcp.sh bracket every run file
+// with a probe of the speed of that moment (probe.sh, DIR/probes.csv);
+// simval classes each file fast, slow or mixed by its probes (probes.go)
+// and fits and validates on the files of one speed (-mode, default
+// fast), every point the median of its runs of that speed. Sets without
+// probes use every file.
+//
+//	scripts/simval/idle.sh DIR && scripts/simval/report.sh DIR   (shm and TCP, the tables)
 //	scripts/simval/measure.sh DIR && go run ./scripts/simval DIR
 //	scripts/simval/measure_tcp.sh DIR 400mbit && go run ./scripts/simval -tcp DIR
 //
@@ -125,11 +134,13 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]] (shm; with four values the slot α and the oversubscription terms are fitted; turn cache and slot wake left out are 0: the cache factor and the wake) or α[,CPU per message] (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
+	mode := fs.String("mode", "fast", "with DIR/probes.csv: the run files to use by the machine's speed during them, fast, slow or all (mixed files only with all)")
+	local := fs.Bool("local", false, "no fit: sim.Local()'s terms (shm), the model hcomm sim -topo local runs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: simval [-tcp] [-fit 2] [-params ...] [-md] DIR")
+		return errors.New("usage: simval [-tcp] [-fit 2] [-params ... | -local] [-mode fast|slow|all] [-md] DIR")
 	}
 	dir := fs.Arg(0)
 	if *single {
@@ -158,12 +169,51 @@ func run(args []string, out io.Writer) error {
 		}
 		c.rate = v
 	}
-	pts, err := load(dir)
+	if *local {
+		if c.tcp || c.params != "" {
+			return errors.New("-local: shared memory only, without -params")
+		}
+		c.params = shmParams(sim.Local())
+	}
+	if *mode != "fast" && *mode != "slow" && *mode != "all" {
+		return fmt.Errorf("-mode %q: want fast, slow or all", *mode)
+	}
+	pr, err := readProbes(dir)
+	if err != nil {
+		return err
+	}
+	keepFile := func(name string) bool { return pr.keep(name, *mode) }
+	pts, err := loadPrefix(dir, "", keepFile)
 	if err != nil {
 		return err
 	}
 	if len(pts) == 0 {
-		return fmt.Errorf("%s: no measurements", dir)
+		return fmt.Errorf("%s: no measurements (-mode %s)", dir, *mode)
+	}
+	fmt.Fprintf(out, "# %s\n", pr.describe(*mode))
+	if pr != nil && *mode != "all" {
+		// The points no run of this speed measured.
+		all, err := load(dir)
+		if err != nil {
+			return err
+		}
+		have := map[key]bool{}
+		for _, p := range pts {
+			have[p.key] = true
+		}
+		var miss []string
+		for _, p := range all {
+			if !have[p.key] && !slices.Contains(c.fitN, p.n) && p.cores == 0 {
+				miss = append(miss, fmt.Sprintf("%s %s n=%d %d", p.op, p.algo, p.n, p.bytes))
+			}
+		}
+		if len(miss) > 0 {
+			list := strings.Join(miss[:min(len(miss), 12)], "; ")
+			if len(miss) > 12 {
+				list += "; …"
+			}
+			fmt.Fprintf(out, "# %d validation points have no %s run: %s\n", len(miss), *mode, list)
+		}
 	}
 	_, err = os.Stat(filepath.Join(dir, fusedMark))
 	fused := err == nil
@@ -184,7 +234,7 @@ func run(args []string, out io.Writer) error {
 		pts[i].slot = !c.tcp && pts[i].algo == "auto" && sim.SlotFits(sim.Local(), colls[pts[i].op], pts[i].n, pts[i].bytes)
 	}
 	if !c.tcp {
-		yp, err := loadPrefix(dir, "yield_")
+		yp, err := loadPrefix(dir, "yield_", keepFile)
 		if err != nil {
 			return err
 		}
@@ -245,15 +295,16 @@ func parseRate(s string) (float64, error) {
 // in which a root returning early makes it a throughput). A file named
 // ar_nN_cC_rR.csv holds a run confined to C cores.
 func load(dir string) ([]point, error) {
-	return loadPrefix(dir, "")
+	return loadPrefix(dir, "", func(string) bool { return true })
 }
 
 // loadPrefix is load for the files whose names start with prefix
-// (measure.sh's yield_ runs).
-func loadPrefix(dir, prefix string) ([]point, error) {
+// (measure.sh's yield_ runs) and that keep keeps (by base name).
+func loadPrefix(dir, prefix string, keep func(name string) bool) ([]point, error) {
 	files, _ := filepath.Glob(filepath.Join(dir, prefix+"a[rg]_n*_r*.csv"))
 	sl, _ := filepath.Glob(filepath.Join(dir, prefix+"sl_n*_r*.csv"))
 	files = append(files, sl...)
+	files = slices.DeleteFunc(files, func(f string) bool { return !keep(filepath.Base(f)) })
 	meas := map[key][]float64{}
 	algos := []string{"ring", "rd", "hd", "dbtree"}
 	for _, name := range files {

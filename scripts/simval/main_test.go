@@ -348,7 +348,7 @@ func TestYieldRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yp, err := loadPrefix("testdata/shm-idle4", "yield_")
+	yp, err := loadPrefix("testdata/shm-idle4", "yield_", func(string) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,5 +413,77 @@ func TestFusedMark(t *testing.T) {
 	}
 	if a, b := pred(outs[0], 32<<10), pred(outs[1], 32<<10); a != b {
 		t.Errorf("2-rank ring AllReduce at 32 KiB: %v µs unfused, %v fused; want the same", a, b)
+	}
+}
+
+// TestProbeModes: with probes.csv (probe.sh) each run file is classed by
+// the machine's speed before and after it, and -mode picks the files of
+// one speed: shm-idle5's 2-rank AllReduce runs 1 and 2 were of the slow
+// speed (2–3× run 3's at every size), which the probes say here; the
+// fast mode's 2-rank medians are run 3's alone, the slow mode's runs 1
+// and 2's, and a file whose probes disagree is used by neither.
+func TestProbeModes(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"ar_n2_r1.csv", "ar_n2_r2.csv", "ar_n2_r3.csv", "ar_n4_r1.csv", "ar_n4_r2.csv", "ar_n4_r3.csv"} {
+		b, err := os.ReadFile(filepath.Join("testdata/shm-idle5", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probes := "file,before_us,after_us,start,end\n" +
+		"ar_n2_r1.csv,121.0,118.5,1,2\n" +
+		"ar_n2_r2.csv,118.5,119.9,2,3\n" +
+		"ar_n2_r3.csv,39.2,41.0,3,4\n" +
+		"ar_n4_r1.csv,41.0,40.1,4,5\n" +
+		"ar_n4_r2.csv,40.1,120.7,5,6\n" + // mixed
+		"ar_n4_r3.csv,0,40.5,6,7\n" // a failed probe: mixed
+	if err := os.WriteFile(filepath.Join(dir, probesFile), []byte(probes), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs := func(s, point string) string {
+		t.Helper()
+		m := regexp.MustCompile(point + ` +measured +[0-9.]+ µs \(runs ([0-9/]+)\)`).FindStringSubmatch(s)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	for _, c := range []struct {
+		mode, n2, n4, head string
+	}{
+		{"fast", "38", "132", "2 files fast (both probes ≤ 1.6×), 2 slow, 2 mixed or failed; using the fast runs"},
+		{"slow", "119/119", "", "using the slow runs"},
+		{"all", "38/119/119", "131/132/253", "using every run file (-mode all)"},
+	} {
+		var out bytes.Buffer
+		err := run([]string{"-local", "-mode", c.mode, dir}, &out)
+		if c.mode == "slow" {
+			// No 4-rank run of the slow speed: nothing validates.
+			if err != nil {
+				t.Fatalf("%s: %v", c.mode, err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		s := out.String()
+		if !strings.Contains(s, c.head) || !strings.Contains(s, "fastest 39.2 µs") {
+			t.Errorf("-mode %s: header lacks %q:\n%s", c.mode, c.head, s)
+		}
+		if got := runs(s, `allreduce ring +n=2 +524288`); got != c.n2 {
+			t.Errorf("-mode %s: 2-rank ring 512 KiB runs %q, want %q", c.mode, got, c.n2)
+		}
+		if got := runs(s, `allreduce ring +n=4 +524288`); got != c.n4 {
+			t.Errorf("-mode %s: 4-rank ring 512 KiB runs %q, want %q", c.mode, got, c.n4)
+		}
+		if c.mode == "slow" && !strings.Contains(s, "28 validation points have no slow run") {
+			t.Errorf("-mode slow: the 4-rank points without a slow run are not listed:\n%s", s)
+		}
+	}
+	var out bytes.Buffer
+	if err := run([]string{"-mode", "quick", dir}, &out); err == nil {
+		t.Error("-mode quick accepted")
 	}
 }

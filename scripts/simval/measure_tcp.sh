@@ -17,7 +17,12 @@
 # Usage: scripts/simval/measure_tcp.sh [dir] [rate]   (rate default 400mbit)
 #        then: go run ./scripts/simval -tcp dir
 # MAXB (default 4M) is the largest size, RANKS (default "2 4 8") the rank
-# counts, REPS (default 3) the runs of each. Small messages are CPU time:
+# counts, REPS (default 3) the runs of each, RUNS (default "1 … REPS") the
+# numbers of the runs to make (scripts/simval/idle.sh makes one at a time,
+# between the shared-memory runs). Every run file is bracketed by a probe
+# of the machine's speed (probe.sh; DIR/probes.csv; PROBE=0: none).
+# HCOMM_BIN: use that hcomm binary instead of building one. TARGET is
+# perf's -T (default 300ms). Small messages are CPU time:
 # run it on an idle machine. BOOST=1 runs it in a new session whose
 # autogroup has nice -20 (label such figures "under load").
 set -euo pipefail
@@ -30,9 +35,16 @@ rate=${2:-400mbit}
 maxb=${MAXB:-4M}
 ranks=${RANKS:-2 4 8}
 reps=${REPS:-3}
+runs=${RUNS:-$(seq 1 "$reps")}
 mkdir -p "$out"
-go build -o "$out/hcomm" ./cmd/hcomm
+if [ -n "${HCOMM_BIN:-}" ]; then
+	cp "$HCOMM_BIN" "$out/hcomm"
+else
+	go build -o "$out/hcomm" ./cmd/hcomm
+fi
 bin=$(cd "$out" && pwd)/hcomm
+. "$(dirname "$0")/probe.sh"
+probe_init "$out" "$bin"
 pfx=simv
 down() {
 	for ns in $(ip netns list | awk '{print $1}' | grep -E "^${pfx}([0-9]+|br)$" || true); do
@@ -82,14 +94,18 @@ job() {
 	up "$n"
 	local hosts
 	hosts=$(for ((i = 0; i < n; i++)); do printf '%s%d:1,' $pfx "$i"; done)
-	for rep in $(seq 1 "$reps"); do
+	for rep in $runs; do
+		probe_start
 		for a in ring rd hd dbtree; do
 			"$@" ip netns exec ${pfx}0 "$bin" run --hosts "${hosts%,}" --rsh "$rsh" --store-addr 192.168.93.10:0 -- \
-				"$bin" perf -op allreduce -b 8 -e "$maxb" -f 16 -T 300ms -csv -algo allreduce=$a
+				"$bin" perf -op allreduce -b 8 -e "$maxb" -f 16 -T "${TARGET:-300ms}" -csv -algo allreduce=$a
 		done >"$out/ar_${name}_r${rep}.csv"
+		probe_end "$out/ar_${name}_r${rep}.csv"
 		if [ $# -eq 0 ]; then
+			probe_start
 			ip netns exec ${pfx}0 "$bin" run --hosts "${hosts%,}" --rsh "$rsh" --store-addr 192.168.93.10:0 -- \
-				"$bin" perf -op allgather -b 8 -e "$maxb" -f 16 -T 300ms -csv >"$out/ag_${name}_r${rep}.csv"
+				"$bin" perf -op allgather -b 8 -e "$maxb" -f 16 -T "${TARGET:-300ms}" -csv >"$out/ag_${name}_r${rep}.csv"
+			probe_end "$out/ag_${name}_r${rep}.csv"
 		fi
 	done
 }
