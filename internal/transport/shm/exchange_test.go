@@ -88,6 +88,29 @@ func testExchange(t *testing.T, a, b *Transport, la, lb int, inPlace bool) {
 	}
 }
 
+// TestExchangeStores: an exchange size's first exchanges alternate the
+// sender's slot stores (around the caches, then through them: storepick's
+// trials), each with the right bytes, and each exchange that completes
+// is timed for that size's chooser on both ends.
+func TestExchangeStores(t *testing.T) {
+	trs := newLocalGroup(t, 2, "default")
+	slot := len(trs[0].peers[1].out.slot(0))
+	la, lb := 3*slot+5, 3*slot+4
+	for i := range 4 {
+		for r, tr := range trs {
+			if got, want := tr.peers[1-r].out.picks.For(la+lb).Plain(), i%2 == 1; got != want {
+				t.Fatalf("exchange %d, rank %d: slots through the caches %v, want %v", i, r, got, want)
+			}
+		}
+		testExchange(t, trs[0], trs[1], la, lb, i >= 2)
+		for r, tr := range trs {
+			if n := tr.peers[1-r].out.picks.For(la + lb).Calls(); n != i+1 {
+				t.Fatalf("after exchange %d rank %d's chooser counted %d exchanges, want %d", i, r, n, i+1)
+			}
+		}
+	}
+}
+
 // TestExchangeUnfusedPeer: a peer that sends the exchange's first message
 // whole (not fused) makes the exchange fail with a mismatch, not hang or
 // take the wrong bytes.

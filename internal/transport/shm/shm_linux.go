@@ -16,6 +16,7 @@ import (
 	"github.com/hcomm-go/hcomm/internal/errs"
 	"github.com/hcomm-go/hcomm/internal/shmdir"
 	"github.com/hcomm-go/hcomm/internal/spin"
+	"github.com/hcomm-go/hcomm/internal/storepick"
 	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -119,6 +120,9 @@ type ring struct {
 	ts     unix.Timespec
 	pfd    [1]unix.PollFd
 	warned bool // a protocol violation was logged
+	// picks chooses, per exchange size, how the sender writes the slots
+	// of a fused exchange (Exchange; storepick).
+	picks storepick.Set
 }
 
 func (r *ring) slot(i uint32) []byte {
