@@ -398,7 +398,8 @@ func (t *Transport) grPublish(d transport.Deferred, fp *wire.Fingerprint, s uint
 // first, and the call's first fenced instruction (the done word, or the
 // next lock) waits for it: one trip of a line between CPUs in every call
 // of a Broadcast root, which runs ahead of its readers and then sets
-// their pace (0.2 against 0.11 µs a call when such trips are slow).
+// their pace (0.2 against 0.11–0.15 µs a call when such trips are slow;
+// a reader that keeps pace with the root still takes the lines first).
 // Asked grOwnAhead calls ahead, the transfer overlaps the calls between.
 // A slot still in use is left alone: taking its lines would cost its
 // reader a miss. Ranks that read others' slots in the same call
