@@ -431,3 +431,61 @@ func TestRedialRefusals(t *testing.T) {
 		t.Errorf("the refusals were not logged:\n%s", logs.String())
 	}
 }
+
+// TestRedialLateAnswer: the dialing of a retired path's first new
+// generation fails after the listener took it (as when the answer comes
+// after the attempt's bound, under load). The listener moves its sends on
+// the path to that generation; the dialer, which never has it, reads the
+// path's stripes as failed and takes their repairs, and the path comes
+// back on the next generation. (The dialer's receive used to wait for the
+// lost generation until its context ended.)
+func TestRedialLateAnswer(t *testing.T) {
+	trs, logs := multiPathWorld(t, 2, 1, "127.0.0.1:%d", "127.0.0.2:%d")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const cutSeq = 2
+	trs[0].testSend = func(c *conn, fp wire.Fingerprint, off uint64, part []byte) (int64, error) {
+		if c.path.idx == 1 && fp.Seq == cutSeq {
+			return c.writeCut(&fp, off, part, 0)
+		}
+		return c.writeStripe(&fp, off, part, 0)
+	}
+	pr1 := trs[1].peers[0]
+	// until polls rank 1's side of the pair until cond holds.
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for {
+			pr1.mu.Lock()
+			ok := cond()
+			pr1.mu.Unlock()
+			if ok {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Errorf("rank 1 never %s:\n%s", what, logs)
+				return
+			}
+			time.Sleep(time.Millisecond) // polls a condition; acts only once it holds
+		}
+	}
+	trs[0].testRedial = func(k int, gen uint8) bool {
+		if gen == 1 {
+			return true
+		}
+		// The next generation once rank 1 sends on the lost one.
+		until("sent on generation 1", func() bool { return pr1.sgen[1] >= 1 })
+		return false
+	}
+	sendOne(ctx, t, trs, 0, cutSeq-1, 1<<20)
+	sendOne(ctx, t, trs, 0, cutSeq, 1<<20)
+	until("took generation 1", func() bool {
+		g := pr1.findGen(1, 1)
+		return g != nil && g.complete()
+	})
+	// Rank 1 moves its sends on path 1 to generation 1 and tells rank 0.
+	sendOne(ctx, t, trs, 1, cutSeq+1, 1<<20)
+	if !strings.Contains(logs.String(), "did not connect here") {
+		t.Errorf("rank 0 did not take the move to the generation it lost:\n%s", logs)
+	}
+	checkReturns(t, trs, logs, 1)
+}

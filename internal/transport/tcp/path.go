@@ -84,6 +84,10 @@ type path struct {
 	absent         atomic.Bool   // never connected (see redial.go): retired until dialed
 	redialing      bool          // being dialed again (redial.go; under the peer's mu)
 	redials        int           // times it was dialed again (under the peer's mu)
+	// lost is the newest generation whose dialing failed here after a
+	// connection of it reached the listener (redial.go): the listener may
+	// hold it complete, and it is not dialed again. Under the peer's mu.
+	lost uint8
 	// toldAt is the send lead's stream offset after the rejoin frame that
 	// announced the generation this rank sends on (redial.go): until the
 	// peer's host acknowledged that far, the peer may not read that

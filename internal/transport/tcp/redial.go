@@ -2,10 +2,10 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"net"
+	"os"
 	"time"
 
 	"github.com/hcomm-go/hcomm/internal/wire"
@@ -217,23 +217,21 @@ func (pr *peer) redialLoop(p *path, hold time.Duration) {
 		backoff, most = min(reprobeMin, t.reprobeMax), t.reprobeMax
 		t.log.Info("tcp: dialing a dropped path again in the background", "peer", pr.rank, "path", p.idx, "remote", p.remote)
 	}
-	var refused uint8 // a generation the listener refused (it may hold part of it)
 	for attempt := 0; ; attempt++ {
 		pr.mu.Lock()
 		last, _ := pr.lastGen(p.idx)
+		last = max(last, p.lost)
 		pr.mu.Unlock()
-		last = max(last, refused)
 		if last == wire.MaxGen {
 			t.log.Warn("tcp: path retired too often; not dialed again", "peer", pr.rank, "path", p.idx, "remote", p.remote)
 			return
 		}
-		err := pr.dialGen(p, last+1)
+		reached, err := pr.dialGen(p, last+1)
 		if err == nil {
 			return
 		}
-		var re *RefusedError
-		if errors.As(err, &re) {
-			refused = last + 1
+		if reached {
+			pr.loseGen(p, last+1)
 		}
 		if attempt == 0 && !absent {
 			t.log.Info("tcp: dialing a retired path again", "peer", pr.rank, "path", p.idx, "remote", p.remote, "err", err)
@@ -261,30 +259,51 @@ func (pr *peer) wait(d time.Duration) bool {
 	return t.ctx.Err() == nil && pr.err() == nil
 }
 
-// dialGen connects the sockets of generation gen of path p.
-func (pr *peer) dialGen(p *path, gen uint8) error {
+// dialGen connects the sockets of generation gen of path p. reached
+// reports that a connection of it got as far as the listener, which may
+// then have taken the generation whole though the dial failed here (its
+// answer came after the attempt's bound, or it refused a generation it
+// holds).
+func (pr *peer) dialGen(p *path, gen uint8) (reached bool, err error) {
 	t := pr.t
 	addrs := t.paths[pr.rank]
 	addr := addrs[p.idx]
+	late := t.testRedial != nil && t.testRedial(p.idx, gen)
 	for s := range t.nsocks {
 		i := p.idx*t.nsocks + s
 		ctx, cancel := context.WithTimeout(t.ctx, redialAttempt)
 		var d net.Dialer
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			if err = t.clientHandshake(ctx, nc, pr.rank, addr, i, len(addrs), pr.mask, gen); err != nil {
+			reached = true
+			err = t.clientHandshake(ctx, nc, pr.rank, addr, i, len(addrs), pr.mask, gen)
+			if err == nil && late {
+				err = fmt.Errorf("tcp: test: the answer for generation %d came too late: %w", gen, os.ErrDeadlineExceeded)
+			}
+			if err != nil {
 				nc.Close()
 			}
 		}
 		cancel()
 		if err != nil {
-			return err
+			return reached, err
 		}
 		if !pr.addGen(p, s, gen, nc) {
-			return net.ErrClosed
+			return reached, net.ErrClosed
 		}
 	}
-	return nil
+	return reached, nil
+}
+
+// loseGen notes that this end will never have generation gen of path p
+// (its dialing failed after reaching the listener) and wakes a receive
+// waiting for it (rejoinRecv).
+func (pr *peer) loseGen(p *path, gen uint8) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	p.lost = max(p.lost, gen)
+	close(pr.newGen)
+	pr.newGen = make(chan struct{})
 }
 
 // checkGen says why connection i of generation gen, dialed by the peer,
@@ -519,6 +538,26 @@ func (pr *peer) rejoinRecv(ctx context.Context, h *wire.FrameHeader) error {
 				g.path.absent.Store(false)
 				pr.pruneLocked(k)
 				pr.mu.Unlock()
+				break
+			}
+			if p := pr.pathOf(k); gen <= p.lost {
+				// The peer took a generation this end gave up
+				// dialing: its stripes on the path cannot come
+				// here. Read the path from placeholders that fail
+				// at once, so that each stripe on it waits for its
+				// repair on the lead stream, which the peer sends
+				// once it finds the connection closed (failover.go).
+				for _, id := range p.conns {
+					c := &conn{nc: absentConn{}, idx: id.idx, crc: t.crc, path: p, pos: id.pos}
+					pr.rview[c.pos] = c
+					pr.recv.replace(c.pos, c)
+				}
+				pr.rgen[k] = gen
+				pr.rgone &^= 1 << k
+				pr.pruneLocked(k)
+				pr.mu.Unlock()
+				t.log.Warn("tcp: peer moved a path to a generation that did not connect here; its stripes on it are repaired on the lead stream",
+					"peer", pr.rank, "path", k, "generation", gen)
 				break
 			}
 			ch := pr.newGen

@@ -286,6 +286,11 @@ type Transport struct {
 	// testTook, set by tests before use, is called when a receive takes
 	// the answer of the worker receiving a stripe on connection pos.
 	testTook func(pos int, err error)
+	// testRedial, set by tests before use, is called before generation
+	// gen of path k is dialed (redial.go); when it reports true, the
+	// dialing fails after the listener accepted each connection, as when
+	// the answer comes after the attempt's bound.
+	testRedial func(k int, gen uint8) (late bool)
 	// testPinged, set by tests before use, is called after each round of
 	// idle pings to a peer (ping.go).
 	testPinged func(peer int)
