@@ -55,11 +55,11 @@ func (t *Transport) Exchange(ctx context.Context, rank int, fp *wire.Fingerprint
 	// The slots of send's pieces are written through the caches or
 	// around them as timing this rank's exchanges of this size chooses:
 	// the peer reads each slot at once, from this core's caches when
-	// written through them, which cost 4–5× more when cache lines
+	// written through them, which cost 2.3× more when cache lines
 	// travelled slowly between the two CPUs of the machine this was
-	// measured on (a two-core slot ring like this one, under load: 0.08
-	// against 0.29 GB/s median when a cache-line round trip took 440–485
-	// ns, 0.38 against 0.44 when it took 89–105 ns; BENCHMARKS.md).
+	// measured on (a two-core slot ring like this one, under load, median
+	// per-sample ratio of 41 samples when a cache-line round trip took
+	// 439–486 ns; 1.07× of 31 when it took 89–105 ns; BENCHMARKS.md).
 	pick := out.picks.For(len(send) + n)
 	nt := !pick.Plain()
 	start := time.Now()
