@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hcomm-go/hcomm/internal/rma"
+	"github.com/hcomm-go/hcomm/internal/transport"
 )
 
 // WindowSignals is the number of signal words every rank has in every
@@ -90,6 +91,10 @@ func (c *Comm) newWindow(parent context.Context, name string, buf []byte, alloc 
 		Rank: c.rank, Size: c.size, ID: uint32(n), T: t, Buf: buf, Alloc: alloc,
 		Chunk: c.path.Ex.ChunkBytes(), Messages: windowMessages, Timeout: c.set.Timeout,
 		Exchange: c.gatherRecords, Barrier: c.Barrier, Check: c.usable,
+		Replies: func(ctx context.Context) (transport.Transport, error) {
+			rt, _, err := c.connect(ctx, id+"/replies", c.rank, c.size)
+			return rt, err
+		},
 	}
 	if alloc >= 0 {
 		// Large copies to mapped peers may be split over the copy engine.

@@ -24,9 +24,10 @@ func (w *Window) sendRows(ctx context.Context, q *peer, b []byte, pitch, rows, n
 	return nil
 }
 
-// recvRows is sendRows' counterpart. A nil b drains the messages into
-// scratch memory.
-func (w *Window) recvRows(ctx context.Context, q *peer, b []byte, pitch, rows, n int, scratch *[]byte) error {
+// recvRows is sendRows' counterpart, on t (the window's transport, or its
+// reply path for a Get's reply). A nil b drains the messages into scratch
+// memory.
+func (w *Window) recvRows(ctx context.Context, t transport.Transport, q *peer, b []byte, pitch, rows, n int, scratch *[]byte) error {
 	for r := range rows {
 		for off := 0; off < n; off += w.chunk {
 			k := min(w.chunk, n-off)
@@ -39,7 +40,7 @@ func (w *Window) recvRows(ctx context.Context, q *peer, b []byte, pitch, rows, n
 				}
 				p = (*scratch)[:k]
 			}
-			if err := w.t.Recv(ctx, q.rank, &w.fp, p); err != nil {
+			if err := t.Recv(ctx, q.rank, &w.fp, p); err != nil {
 				return err
 			}
 		}
@@ -146,6 +147,9 @@ func (w *Window) failed(q *peer, pd *pending, err error) error {
 func (w *Window) serve(q *peer) {
 	defer w.workers.Done()
 	defer close(q.replies)
+	if q.parts != nil {
+		defer close(q.parts)
+	}
 	ctx := context.Background()
 	var hb [headerSize]byte
 	var scratch []byte
@@ -155,14 +159,46 @@ func (w *Window) serve(q *peer) {
 			err = w.handle(ctx, q, hb[:], &scratch)
 		}
 		if err != nil {
-			if w.closed.Load() {
-				err = fmt.Errorf("window %d: %w", w.id, errs.ErrClosed)
-			} else if e := w.broken.Load(); e != nil {
-				err = fmt.Errorf("window %d unusable after an earlier failure: %w: %w", w.id, errs.ErrAborted, *e)
-			} else if _, ok := err.(*errs.PeerError); !ok {
-				err = &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: err}
+			w.lose(q, w.streamErr(q, err))
+			return
+		}
+	}
+}
+
+// streamErr is the error that ends the stream from q.
+func (w *Window) streamErr(q *peer, err error) error {
+	if w.closed.Load() {
+		return fmt.Errorf("window %d: %w", w.id, errs.ErrClosed)
+	} else if e := w.broken.Load(); e != nil {
+		return fmt.Errorf("window %d unusable after an earlier failure: %w: %w", w.id, errs.ErrAborted, *e)
+	} else if _, ok := err.(*errs.PeerError); !ok {
+		return &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: err}
+	}
+	return err
+}
+
+// serveParts receives the pieces of Get replies from q on the window's
+// reply path (Window.rt), which carries nothing else.
+func (w *Window) serveParts(q *peer) {
+	defer w.workers.Done()
+	ctx := context.Background()
+	var hb [headerSize]byte
+	var scratch []byte
+	for {
+		err := w.rt.Recv(ctx, q.rank, &w.fp, hb[:])
+		if err == nil {
+			var h header
+			if err = h.decode(hb[:]); err == nil && h.op != opPart {
+				err = fmt.Errorf("%w: operation %d on the reply path", errBadHeader, h.op)
 			}
-			w.lose(q, err)
+			if err == nil {
+				raceSync()
+				err = w.part(ctx, w.rt, q, &h, &scratch)
+				raceSync()
+			}
+		}
+		if err != nil {
+			w.lose(q, w.streamErr(q, err))
 			return
 		}
 	}
@@ -178,7 +214,7 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 	defer raceSync()
 	rows, n := h.payloadRows()
 	if h.op == opPart {
-		return w.part(ctx, q, &h, scratch)
+		return w.part(ctx, w.t, q, &h, scratch)
 	}
 	if h.op == opReply {
 		q.pmu.Lock()
@@ -186,13 +222,13 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 		pd := q.pend[h.req%maxOutstanding]
 		if pd == nil || pd.req != h.req {
 			// A reply nobody awaits: drain its payload.
-			return w.recvRows(ctx, q, nil, 0, rows, n, scratch)
+			return w.recvRows(ctx, w.t, q, nil, 0, rows, n, scratch)
 		}
 		if rows > 0 {
 			if pd.loc == nil || !fits(pd.loc, pd.locPitch, rows, n) {
 				return fmt.Errorf("%w: reply of %d rows of %d bytes to a request that wants none or fewer", errBadHeader, rows, n)
 			}
-			if err := w.recvRows(ctx, q, pd.loc, pd.locPitch, rows, n, scratch); err != nil {
+			if err := w.recvRows(ctx, w.t, q, pd.loc, pd.locPitch, rows, n, scratch); err != nil {
 				return err
 			}
 		}
@@ -209,7 +245,7 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 		if st == stOK {
 			dst = w.mem[h.off:]
 		}
-		if err := w.recvRows(ctx, q, dst, int(h.pitch), rows, n, scratch); err != nil {
+		if err := w.recvRows(ctx, w.t, q, dst, int(h.pitch), rows, n, scratch); err != nil {
 			return err
 		}
 		// The requester goes on once the reply reaches it, and may
@@ -247,16 +283,20 @@ func (w *Window) handle(ctx context.Context, q *peer, hb []byte, scratch *[]byte
 			}
 		}
 	}
+	ch := q.replies
+	if rp.src != nil && q.parts != nil {
+		ch = q.parts // a Get's reply, on the reply path
+	}
 	select {
-	case q.replies <- rp:
+	case ch <- rp:
 		return nil
 	case <-q.lostCh:
 		return *q.lost.Load()
 	}
 }
 
-// part receives a piece of a Get's reply from q.
-func (w *Window) part(ctx context.Context, q *peer, h *header, scratch *[]byte) error {
+// part receives a piece of a Get's reply from q on t.
+func (w *Window) part(ctx context.Context, t transport.Transport, q *peer, h *header, scratch *[]byte) error {
 	k := int(h.n)
 	if k > w.chunk {
 		return fmt.Errorf("%w: reply piece of %d bytes, chunks are %d", errBadHeader, k, w.chunk)
@@ -266,7 +306,7 @@ func (w *Window) part(ctx context.Context, q *peer, h *header, scratch *[]byte) 
 	pd := q.pend[h.req%maxOutstanding]
 	if pd == nil || pd.req != h.req {
 		// A reply nobody awaits: drain the piece.
-		return w.recvRows(ctx, q, nil, 0, 1, k, scratch)
+		return w.recvRows(ctx, t, q, nil, 0, 1, k, scratch)
 	}
 	if pd.loc == nil || pd.n <= 0 {
 		return fmt.Errorf("%w: reply piece to a request that wants none", errBadHeader)
@@ -279,7 +319,7 @@ func (w *Window) part(ctx context.Context, q *peer, h *header, scratch *[]byte) 
 	if at+k > len(pd.loc) {
 		return fmt.Errorf("%w: reply piece at %d of %d bytes outside the destination", errBadHeader, h.off, k)
 	}
-	if err := w.recvRows(ctx, q, pd.loc[at:at+k], 0, 1, k, scratch); err != nil {
+	if err := w.recvRows(ctx, t, q, pd.loc[at:at+k], 0, 1, k, scratch); err != nil {
 		return err
 	}
 	if h.add == 1 {
@@ -311,7 +351,8 @@ func (w *Window) validate(h *header) uint8 {
 	return stOK
 }
 
-// sendParts sends a Get's reply rp to q as pieces (opPart), letting
+// sendParts sends a Get's reply rp to q as pieces (opPart): on the
+// window's reply path if it has one, else on its transport, letting
 // requests waiting to go to q out between them.
 func (w *Window) sendParts(ctx context.Context, q *peer, rp *reply) error {
 	var hb [headerSize]byte
@@ -326,10 +367,22 @@ func (w *Window) sendParts(ctx context.Context, q *peer, rp *reply) error {
 				ph.add = 1
 			}
 			ph.encode(hb[:])
+			piece := rp.src[r*pitch+o : r*pitch+o+k]
+			if w.rt != nil {
+				// Only this goroutine sends on the reply path to q.
+				err := w.rt.Send(ctx, q.rank, &w.fp, hb[:])
+				if err == nil {
+					err = w.rt.Send(ctx, q.rank, &w.fp, piece)
+				}
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			q.sendMu.Lock()
 			err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
 			if err == nil {
-				err = w.t.Send(ctx, q.rank, &w.fp, rp.src[r*pitch+o:r*pitch+o+k])
+				err = w.t.Send(ctx, q.rank, &w.fp, piece)
 			}
 			q.sendMu.Unlock()
 			if err != nil {
@@ -343,12 +396,13 @@ func (w *Window) sendParts(ctx context.Context, q *peer, rp *reply) error {
 	return nil
 }
 
-// replier sends the replies the progress goroutine queued for q.
-func (w *Window) replier(q *peer) {
+// replier sends the replies the progress goroutine queued for q on ch
+// (q.replies, or q.parts: the Get replies for the reply path).
+func (w *Window) replier(q *peer, ch chan reply) {
 	defer w.workers.Done()
 	ctx := context.Background()
 	var hb [headerSize]byte
-	for rp := range q.replies {
+	for rp := range ch {
 		raceSync()
 		var err error
 		if rp.src != nil {
@@ -362,7 +416,7 @@ func (w *Window) replier(q *peer) {
 		raceSync()
 		if err != nil {
 			w.lose(q, &errs.PeerError{Peer: q.rank, Kind: errs.ErrPeerLost, Cause: err})
-			for range q.replies { // let serve finish
+			for range ch { // let serve finish
 			}
 			return
 		}

@@ -17,15 +17,20 @@ import (
 // naming the piece's place in the reply (off: its first byte, the rows
 // laid end to end; n: its length, at most a chunk and within one row),
 // followed by the piece; the last (add = 1) completes the request.
-// Between pieces the target's own requests to the requester may go out,
-// so two ranks getting from each other move both replies at once instead
-// of one request waiting behind a whole reply.
+// Where the window has a reply path (Params.Replies: a second transport,
+// made when some rank uses messages) the pieces go there, sent by a
+// replier goroutine of their own and received by a goroutine of their
+// own, and nothing else does: a rank's requests to a peer then never queue
+// behind the bytes of its reply to that peer's Get already in the
+// sockets. Without one, between pieces the target's own requests to the
+// requester may go out.
 //
 // Ranks of one job speak the same messages: a change to them bumps the
 // transport's protocol version (wire.HandshakeVersion), so that a rank of
 // another build is refused at its first connection, naming both versions,
 // instead of dropping its peer at the first message it cannot read.
-// partsVersion is the version that brought opPart.
+// partsVersion is the version that brought opPart, repliesVersion the one
+// that moved the pieces to the window's reply path (Params.Replies).
 
 const (
 	headerSize  = 64
@@ -36,7 +41,8 @@ const (
 	maxPayload = 1 << 42
 	maxRows    = 1 << 31
 
-	partsVersion = 8
+	partsVersion   = 8
+	repliesVersion = 9
 )
 
 // Operations.

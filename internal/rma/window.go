@@ -19,7 +19,12 @@
 //     a request is untrusted input) and applies it; a second goroutine per
 //     peer sends the replies, so two ranks that Get from each other never
 //     wait on each other's sends. A Put returns once the target has
-//     applied it and acknowledged.
+//     applied it and acknowledged. The pieces of Get replies travel on a
+//     transport of their own (Params.Replies, made when some rank uses
+//     messages), received by a third goroutine per peer: on one stream a
+//     rank's request to a peer waited behind the bytes of its reply to
+//     that peer's Get already queued in the sockets, so two ranks getting
+//     from each other took turns instead of moving both ways at once.
 //
 // # Memory ordering
 //
@@ -85,6 +90,13 @@ type Params struct {
 	Exchange func(ctx context.Context, rec []byte) ([]byte, error)
 	// Barrier returns once every rank has entered it.
 	Barrier func(ctx context.Context) error
+	// Replies, if set, connects a second transport among the ranks (all
+	// of them call it, or none: New decides from what every rank
+	// announces), which then carries the pieces of Get replies, so that
+	// a rank's requests do not queue behind the bytes of its replies to
+	// the same peer. New calls it only when some rank reaches a peer by
+	// messages; the window closes what it returns.
+	Replies func(ctx context.Context) (transport.Transport, error)
 	// Messages forces the message path to every other rank.
 	Messages bool
 	// Check, if set, reports an error that should end a sleeping
@@ -138,6 +150,7 @@ type Window struct {
 	rank, size int
 	id, nonce  uint32
 	t          transport.Transport
+	rt         transport.Transport // the reply path (Params.Replies); nil: replies go on t
 	chunk      int
 	timeout    time.Duration
 	alive      func() error
@@ -185,6 +198,7 @@ type peer struct {
 	reqSeq uint64
 
 	replies chan reply // to the peer's replier goroutine
+	parts   chan reply // Get replies, to the replier on the reply path (nil without one)
 }
 
 // maxOutstanding is the number of requests to one peer that may await
@@ -284,9 +298,35 @@ func New(ctx context.Context, p Params) (*Window, error) {
 			break
 		}
 	}
-	// Everybody has mapped what they could: the names may go.
-	if err := p.Barrier(ctx); err != nil {
-		return fail(err)
+	// Everybody has mapped what they could: the names may go. Where a
+	// reply path may be made, the ranks say whether they reach a peer by
+	// messages in an exchange that is also the barrier.
+	if p.Replies == nil {
+		if err := p.Barrier(ctx); err != nil {
+			return fail(err)
+		}
+	} else {
+		var flag [RecordSize]byte
+		for _, q := range w.peers {
+			if q.mode == modeMsg {
+				flag[0] = 1
+			}
+		}
+		all, err := p.Exchange(ctx, flag[:])
+		if err != nil {
+			return fail(err)
+		}
+		if len(all) != p.Size*RecordSize {
+			return fail(fmt.Errorf("window exchange returned %d bytes, want %d", len(all), p.Size*RecordSize))
+		}
+		for r := range p.Size {
+			if all[r*RecordSize] != 0 {
+				if w.rt, err = p.Replies(ctx); err != nil {
+					return fail(fmt.Errorf("the window's reply path: %w", err))
+				}
+				break
+			}
+		}
 	}
 	seg.unlink()
 	for _, q := range w.peers {
@@ -298,8 +338,16 @@ func New(ctx context.Context, p Params) (*Window, error) {
 		// wait for the peer's serve, which may wait for its replier).
 		q.replies = make(chan reply, maxOutstanding)
 		w.workers.Add(2)
+		if w.rt != nil {
+			// Get replies have a replier of their own, on the reply
+			// path, so that acknowledgements never wait behind them.
+			q.parts = make(chan reply, maxOutstanding)
+			w.workers.Add(2)
+			go w.serveParts(q)
+			go w.replier(q, q.parts)
+		}
 		go w.serve(q)
-		go w.replier(q)
+		go w.replier(q, q.replies)
 	}
 	return w, nil
 }
@@ -753,6 +801,11 @@ func (w *Window) Close() error {
 	}
 	futexWakeAll(w.seg.u32(bellOff))
 	err := w.t.Close()
+	if w.rt != nil {
+		if e := w.rt.Close(); err == nil {
+			err = e
+		}
+	}
 	w.workers.Wait()
 	w.life.Lock()
 	defer w.life.Unlock()
@@ -778,6 +831,9 @@ func (w *Window) lose(q *peer, err error) error {
 func (w *Window) poison(err error) {
 	if w.broken.CompareAndSwap(nil, &err) {
 		w.t.Abort(err)
+		if w.rt != nil {
+			w.rt.Abort(err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package rma
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hcomm-go/hcomm/internal/errs"
+	"github.com/hcomm-go/hcomm/internal/transport"
 	"github.com/hcomm-go/hcomm/internal/transport/local"
 	"github.com/hcomm-go/hcomm/internal/wire"
 )
@@ -74,20 +76,22 @@ type kind struct {
 	alloc    bool
 	messages bool
 	mode     string
+	replies  bool // a reply path (Params.Replies)
 }
 
 var kinds = []kind{
-	{"alloc", true, false, "mapped"},
-	{"user", false, false, "cross-memory"},
-	{"alloc-messages", true, true, "messages"},
-	{"user-messages", false, true, "messages"},
+	{"alloc", true, false, "mapped", false},
+	{"user", false, false, "cross-memory", false},
+	{"alloc-messages", true, true, "messages", false},
+	{"user-messages", false, true, "messages", false},
+	{"alloc-messages-replies", true, true, "messages", true},
 }
 
 // group makes a window over n ranks of one process, each exposing size
 // bytes.
 func group(t *testing.T, n, size int, k kind) []*Window {
 	t.Helper()
-	f := local.NewFabric(n)
+	f, fr := local.NewFabric(n), local.NewFabric(n)
 	g := newGather(n)
 	ws := make([]*Window, n)
 	errc := make(chan error, n)
@@ -95,6 +99,9 @@ func group(t *testing.T, n, size int, k kind) []*Window {
 		go func() {
 			p := Params{Rank: r, Size: n, ID: 7, T: f.Endpoint(r), Alloc: -1, Chunk: 1000,
 				Exchange: g.exchange(r), Barrier: g.barrier(r), Messages: k.messages}
+			if k.replies {
+				p.Replies = func(context.Context) (transport.Transport, error) { return fr.Endpoint(r), nil }
+			}
 			if k.alloc {
 				p.Alloc = size
 			} else {
@@ -429,15 +436,26 @@ func TestWaitSignalCancelSpinning(t *testing.T) {
 // hostile makes a window on rank 0 of two; rank 1 is the returned raw
 // endpoint, which speaks the message protocol by hand.
 func hostile(t *testing.T) (*Window, *local.Transport, uint32) {
+	w, ep, _, nonce := hostileWith(t, false)
+	return w, ep, nonce
+}
+
+// hostileWith is hostile, with a reply path (Params.Replies) if replies:
+// rank 1's end of it is the third result (nil without).
+func hostileWith(t *testing.T, replies bool) (*Window, *local.Transport, *local.Transport, uint32) {
 	ctx := context.Background()
-	f := local.NewFabric(2)
+	f, fr := local.NewFabric(2), local.NewFabric(2)
 	g := newGather(2)
 	var w *Window
 	errc := make(chan error, 1)
 	go func() {
 		var err error
-		w, err = New(ctx, Params{Rank: 0, Size: 2, ID: 3, T: f.Endpoint(0), Alloc: 64,
-			Exchange: g.exchange(0), Barrier: g.barrier(0), Messages: true})
+		p := Params{Rank: 0, Size: 2, ID: 3, T: f.Endpoint(0), Alloc: 64,
+			Exchange: g.exchange(0), Barrier: g.barrier(0), Messages: true}
+		if replies {
+			p.Replies = func(context.Context) (transport.Transport, error) { return fr.Endpoint(0), nil }
+		}
+		w, err = New(ctx, p)
 		errc <- err
 	}()
 	var rec [RecordSize]byte
@@ -455,8 +473,16 @@ func hostile(t *testing.T) (*Window, *local.Transport, uint32) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.Close(); f.Endpoint(1).Close() })
-	return w, f.Endpoint(1), nonce
+	if !replies {
+		fr.Endpoint(0).Close()
+		t.Cleanup(func() { w.Close(); f.Endpoint(1).Close() })
+		return w, f.Endpoint(1), nil, nonce
+	}
+	if w.rt == nil {
+		t.Fatal("no reply path, though rank 0 reaches rank 1 by messages")
+	}
+	t.Cleanup(func() { w.Close(); f.Endpoint(1).Close(); fr.Endpoint(1).Close() })
+	return w, f.Endpoint(1), fr.Endpoint(1), nonce
 }
 
 // A hostile peer: rank 1 sends requests out of bounds, for other windows,
@@ -749,22 +775,36 @@ func TestConcurrentRequests(t *testing.T) {
 // A hostile peer answering a Get with a reply piece that reaches past the
 // requested row: the piece is not written, the peer's stream ends and the
 // Get fails; a piece in place completes it.
+//
+// With a reply path (Params.Replies) the same holds for pieces that come
+// on it, and a header other than a piece's there ends the peer's stream
+// too.
 func TestHostileReplyPiece(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tc := range []struct {
-		name string
-		off  uint64
-		n    int
-		ok   bool
+		name    string
+		off     uint64
+		n       int
+		ok      bool
+		replies bool
+		op      uint8 // the header's operation; 0: opPart
 	}{
-		{"in place", 4, 12, true},
-		{"past the row", 8, 16, false},
-		{"past the rows", 16, 4, false},
+		{name: "in place", off: 4, n: 12, ok: true},
+		{name: "past the row", off: 8, n: 16},
+		{name: "past the rows", off: 16, n: 4},
+		{name: "reply path/in place", off: 4, n: 12, ok: true, replies: true},
+		{name: "reply path/past the row", off: 8, n: 16, replies: true},
+		{name: "reply path/past the rows", off: 16, n: 4, replies: true},
+		{name: "reply path/a request", off: 4, n: 12, replies: true, op: opPut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, ep, _ := hostile(t)
+			w, ep, rep, _ := hostileWith(t, tc.replies)
 			fp := w.fp
+			out := ep // where the reply goes
+			if tc.replies {
+				out = rep
+			}
 			dst := make([]byte, 32)
 			errc := make(chan error, 1)
 			go func() { errc <- w.Get(ctx, 1, 0, dst[:16], Shape{Len: 16}) }()
@@ -776,15 +816,15 @@ func TestHostileReplyPiece(t *testing.T) {
 			if err := h.decode(b[:]); err != nil || h.op != opGet {
 				t.Fatalf("request %+v, %v", h, err)
 			}
-			p := header{op: opPart, win: h.win, nonce: h.nonce, req: h.req, off: tc.off, n: uint64(tc.n), add: 1}
+			p := header{op: cmp.Or(tc.op, opPart), win: h.win, nonce: h.nonce, req: h.req, off: tc.off, n: uint64(tc.n), add: 1}
 			p.encode(b[:])
-			if err := ep.Send(ctx, 0, &fp, b[:]); err != nil {
+			if err := out.Send(ctx, 0, &fp, b[:]); err != nil {
 				t.Fatal(err)
 			}
 			// A window that refused the piece does not take its bytes.
 			pctx, pcancel := context.WithCancel(ctx)
 			sent := make(chan error, 1)
-			go func() { sent <- ep.Send(pctx, 0, &fp, bytes.Repeat([]byte{0xee}, tc.n)) }()
+			go func() { sent <- out.Send(pctx, 0, &fp, bytes.Repeat([]byte{0xee}, tc.n)) }()
 			err := <-errc
 			if tc.ok {
 				if err := <-sent; err != nil {
@@ -811,8 +851,9 @@ func TestHostileReplyPiece(t *testing.T) {
 	}
 }
 
-// TestPartsVersion: the pieces of a Get's reply (opPart) are not
-// understood by a build of an earlier protocol version, so the transport's
+// TestPartsVersion: the pieces of a Get's reply (opPart), and the reply
+// path they travel on, are not understood by a build of an earlier
+// protocol version, so the transport's
 // handshake version must be at least the one that brought them: a rank of
 // an older build is then refused at its first connection, naming both
 // versions (internal/transport/tcp's version tests), rather than dropping
@@ -821,10 +862,73 @@ func TestPartsVersion(t *testing.T) {
 	if wire.HandshakeVersion < partsVersion {
 		t.Fatalf("wire.HandshakeVersion = %d, but a Get's reply goes in pieces since version %d", wire.HandshakeVersion, partsVersion)
 	}
+	if wire.HandshakeVersion < repliesVersion {
+		t.Fatalf("wire.HandshakeVersion = %d, but a Get's reply goes on the reply path since version %d", wire.HandshakeVersion, repliesVersion)
+	}
 	var h header
 	b := make([]byte, headerSize)
 	(&header{op: opPart, n: 1, add: 1}).encode(b)
 	if err := h.decode(b); err != nil || h.op != opPart {
 		t.Fatalf("a piece's header: %+v, %v", h, err)
+	}
+}
+
+// TestReplyPath: with a reply path (Params.Replies) a Get's reply does not
+// hold up what follows on the window's own stream. Rank 1 (by hand) asks
+// for a Get and then a Put, and reads the Put's acknowledgement before it
+// reads any of the Get's reply: on one stream the reply would come first
+// (and on this rendezvous transport the acknowledgement would wait behind
+// it), as a rank's request waited behind its reply to the peer's Get.
+// The reply then comes whole on the reply path.
+func TestReplyPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, ep, rep, nonce := hostileWith(t, true)
+	fp := w.fp
+	for i := range w.Bytes() {
+		w.Bytes()[i] = byte(i)
+	}
+	var b [headerSize]byte
+	send := func(h header) {
+		t.Helper()
+		h.encode(b[:])
+		if err := ep.Send(ctx, 0, &fp, b[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func(tr *local.Transport) header {
+		t.Helper()
+		if err := tr.Recv(ctx, 0, &fp, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		var h header
+		if err := h.decode(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	send(header{op: opGet, win: 3, nonce: nonce, off: 0, n: 48, req: 1})
+	send(header{op: opPut, win: 3, nonce: nonce, off: 60, n: 4, req: 2})
+	if err := ep.Send(ctx, 0, &fp, []byte{9, 9, 9, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if h := recv(ep); h.op != opReply || h.req != 2 || h.status != stOK {
+		t.Fatalf("first answer on the window's stream: %+v, want the Put's acknowledgement", h)
+	}
+	h := recv(rep)
+	if h.op != opPart || h.req != 1 || h.off != 0 || h.n != 48 || h.add != 1 {
+		t.Fatalf("on the reply path: %+v, want the Get's reply in one piece", h)
+	}
+	got := make([]byte, 48)
+	if err := rep.Recv(ctx, 0, &fp, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != byte(i) {
+			t.Fatalf("reply byte %d = %d", i, v)
+		}
+	}
+	if !bytes.Equal(w.Bytes()[60:], []byte{9, 9, 9, 9}) {
+		t.Fatalf("window after the Put: %v", w.Bytes()[60:])
 	}
 }

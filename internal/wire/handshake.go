@@ -31,13 +31,15 @@ const HandshakeMagic = "HCOM"
 // knows it for a message written on a lead it never joined; version 8
 // sends the reply of a one-sided Get over a window's message path as
 // pieces (internal/rma's opPart), which a rank of version 7 takes for a
-// malformed request and drops the peer.
+// malformed request and drops the peer; version 9 sends those pieces on a
+// second transport of the window (its reply path), which a rank of
+// version 8 never connects.
 //
 // The Handshake and HandshakeReply layouts are the same from version 5
 // on, and stay so: a new version changes frames, never the first
 // exchange, so that ranks of different versions tell each other so, with
 // proof, before any frame is sent (VersionError).
-const HandshakeVersion = 8
+const HandshakeVersion = 9
 
 // FirstVersion is the oldest version whose Handshake has this package's
 // layout: a listener decodes a handshake of any version from it on, runs

@@ -15,8 +15,8 @@ import (
 )
 
 // oldVersion is the protocol version of the build before this one's: the
-// same handshake and frames, a window Get's reply in one message, not in
-// pieces.
+// same handshake and frames, a window Get's reply on the window's own
+// transport, not on a second one.
 const oldVersion = wire.HandshakeVersion - 1
 
 // wantVersionError checks that err reports, at once (not a timeout), that
