@@ -46,7 +46,8 @@
 #           job of OP ("hcomm P OP=ALGO"), then Open MPI, for each placement
 #           of MAPS (default "slot node"); mean and median rows as for
 #           bcast. `topology-summary.py --base -` prints each form against
-#           the pick.
+#           the pick. BASE_BIN=PATH adds the pick of that hcomm binary
+#           ("hcomm P base"), e.g. an older build, in every round.
 #
 # It builds hcomm into $WORK (HCOMM_BIN=PATH: run that binary instead),
 # brings up namespaces NSPFX0, NSPFX1 (bridge namespace NSPFXbr, subnet
@@ -125,9 +126,9 @@ hcj() {
 	pa=""
 	while [ "$1" != -- ]; do pa="$pa $1"; shift; done
 	shift
-	ip netns exec "${P}0" "$WORK/hcomm" run --hosts "${P}0:2,${P}1:2" --map-by "$map" --rsh "$WORK/nsrsh" \
+	ip netns exec "${P}0" "$bin" run --hosts "${P}0:2,${P}1:2" --map-by "$map" --rsh "$WORK/nsrsh" \
 		--store-addr 192.168.79.10:0 --timeout 10m -x HCOMM_RANK_TABLE="$WORK/$map.topo" "$@" -- \
-		$wrap "$WORK/hcomm" perf $pa -json -label "$label" |
+		$wrap "$bin" perf $pa -json -label "$label" |
 		python3 -c 'import json, sys
 for line in sys.stdin:
     if line.startswith("{"):
@@ -137,7 +138,10 @@ for line in sys.stdin:
 }
 printf '#!/bin/sh\ncase $HCOMM_RANK in 0) exec taskset -c 0 "$@";; 3) exec taskset -c 1 "$@";; *) exec "$@";; esac\n' >"$WORK/leaders.sh"
 chmod +x "$WORK/leaders.sh"
-wrap=""
+wrap="" bin="$WORK/hcomm"
+if [ -n "${BASE_BIN:-}" ]; then
+	cp "$BASE_BIN" "$WORK/hcomm-base"
+fi
 
 # label SETTINGS...: the CSV label of an hcomm setting (commas of the
 # settings become +, since the label is a CSV field).
@@ -177,6 +181,11 @@ for _ in $(seq "$ROUNDS"); do
 	forms)
 		for map in ${MAPS:-slot node}; do
 			hcj "$map" "hcomm $map" -op "$OPS" $SIZES -T 0.3 --
+			if [ -n "${BASE_BIN:-}" ]; then
+				bin="$WORK/hcomm-base"
+				hcj "$map" "hcomm $map base" -op "$OPS" $SIZES -T 0.3 --
+				bin="$WORK/hcomm"
+			fi
 			for f in ${FORMS:-}; do
 				hcj "$map" "hcomm $map $f" -op "${f%%=*}" $SIZES -T 0.3 -algo "$f" --
 			done
