@@ -187,13 +187,51 @@ func hierReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {
 	return hierAllGatherCost(l, bytes, lc) + lc.Gamma*(inter+intra)*bytes/float64(n)
 }
 
-// pipeReduceScatterCost is +Inf: pipe is never the planner's pick, only
-// forced (HCOMM_ALGO=reducescatter=pipe). In the α–β model the intra-host
-// phase it hides is small beside its four times as many messages between
-// hosts, and measured on 2 × 2 namespaces at 1 Gbit/s (256 KiB,
-// interleaved, under load) it took 1.8–2.6× hier's time in 3 of 4 rounds
-// (BENCHMARKS.md).
-func pipeReduceScatterCost(Layout, float64, LinkCosts) float64 { return math.Inf(1) }
+// pipeReduceScatterCost prices pipe, hier cut into pipeChunks parts laid
+// over each other (pipeReduceScatter). The host's NIC carries the same
+// bytes as under hier, but only the first part's messages start on an
+// idle link. hier's R messages of a step all start at once, before any of
+// their bytes is on the link, and take turns for their whole α + β·len;
+// a later part's messages are sent while the earlier parts' bytes still
+// drain from the NIC's queue, so their per-message work overlaps those
+// bytes, and such a part costs only its bytes — where those take at least
+// α on the link (Crowd times α on a crowded kernel, whose CPUs also drain
+// the bytes); otherwise it costs what the first does. Of the intra-host
+// phase and the reductions only the first part's intra-host phase and the
+// last part's reduction are not hidden behind the link. So pipe costs
+// about what hier costs less its intra-host phase where a part's messages
+// are long beside α, and more (every part's α exposed) where they are
+// short. On 2 × 2 namespaces of one machine (Crowd 2) it is the pick from
+// 128 KiB over 1 Gbit/s, where it was measured (BENCHMARKS.md, under
+// load) at the link's speed in 37 of 40 jobs at 128–256 KiB while hier,
+// leader and recursive halving lost 10–80% in most rounds, and slower than
+// leader at 32–64 KiB; over 10 Gbit/s from 4 MiB (at 1 MiB, parts of 64
+// KiB, it measured slower than hier there). On one host or hosts of
+// unequal sizes pipe builds hier (pipeReduceScatter): +Inf, so that the
+// planner names hier there.
+func pipeReduceScatterCost(l Layout, bytes float64, lc LinkCosts) float64 {
+	n, H, R, Lmin := l.shape()
+	if H == 1 || R != Lmin {
+		return math.Inf(1)
+	}
+	k := float64(pipeChunks)
+	part := bytes / float64(n) / k
+	inter, intra := l.railSteps()
+	rails := float64(R) // messages per inter-host step leaving a host, at most
+	// A part's intra-host phase (with its reductions) and inter-host
+	// phase; in the steady state each step holds one of each, of
+	// neighbouring parts.
+	in := intra * (lc.Intra.time(part) + lc.Gamma*part)
+	first := inter * rails * lc.Inter.time(part)
+	later := first
+	// On a crowded kernel (namespaces of one machine) the bytes drain
+	// through the same CPUs the later part's stack work needs: that
+	// work hides only behind bytes Crowd times as long.
+	if lc.Inter.Beta*part >= max(lc.Crowd, 1)*lc.Inter.Alpha {
+		later = inter * rails * lc.Inter.Beta * part
+	}
+	return in + first + (k-1)*max(later, in) + lc.Gamma*inter*part
+}
 
 // LayoutCost estimates the time of algorithm name of collective c on layout
 // l for a call of bytes bytes: the LinkCost of the layout algorithm of that

@@ -409,7 +409,7 @@ func (l Layout) pipeDepth() int {
 // into.
 const pipeChunks = 4
 
-// pipeReduceScatter (forced only, see pipeReduceScatterCost) is
+// pipeReduceScatter (priced by pipeReduceScatterCost) is
 // hierReduceScatter pipelined: every block is cut
 // into pipeChunks parts (sched.Block), hierReduceScatterPart is built for
 // each part, and the parts' programs are laid over each other D steps

@@ -29,8 +29,10 @@ func TestLayoutChoice(t *testing.T) {
 		{"interleaved allgather", &interleaved, "", sched.AllGather, 4 << 20, "hier"},
 		// Recursive halving's first round stays in the host here, as
 		// halving-doubling's does: it moves what the rails move through
-		// a NIC in fewer messages.
-		{"interleaved reducescatter", &interleaved, "", sched.ReduceScatter, 4 << 20, "rh"},
+		// a NIC in fewer messages. The pipelined rails move the same
+		// bytes with the intra-host phase hidden behind the link.
+		{"interleaved reducescatter", &interleaved, "", sched.ReduceScatter, 4 << 20, "pipe"},
+		{"interleaved reducescatter small", &interleaved, "", sched.ReduceScatter, 32 << 10, "leader"},
 		{"allgather forced hring", &interleaved, "allgather=hring", sched.AllGather, 4 << 20, "hring"},
 		// Consecutively the binomial tree is the hierarchical one (1→0,
 		// 3→2, then 2→0), and the flat algorithm wins the tie; placed
@@ -112,6 +114,40 @@ func TestLayoutChoice(t *testing.T) {
 		p.SetInterLink(algo.Link{Alpha: NetworkModel.Alpha, Beta: 8 / 10e9})
 		if a, _ := p.Choose(sched.Uniform(sched.AllReduce, 4, tt.count, 0, false), 4); a.Name != tt.want {
 			t.Errorf("2×2 at 10 Gbit/s, %d KiB: picks %s, want %s", tt.count*4>>10, a.Name, tt.want)
+		}
+	}
+	// ReduceScatter on 2 × 2 over 1 Gbit/s: the leader form while a
+	// pipelined part's messages are short beside α, the pipelined rails
+	// (pipe) from 128 KiB, on either placement (measured: BENCHMARKS.md);
+	// never pipe on hosts of unequal sizes, where it would build hier
+	// (want "": anything else).
+	// Over 10 Gbit/s (namespaces of one machine, Crowd 2) from 4 MiB:
+	// parts of 64 KiB at 1 MiB were slower than hier there.
+	for _, tt := range []struct {
+		hosts [][]int
+		gbit  float64
+		bytes int
+		want  string
+	}{
+		{[][]int{{0, 1}, {2, 3}}, 1, 64 << 10, "leader"},
+		{[][]int{{0, 1}, {2, 3}}, 1, 128 << 10, "pipe"},
+		{[][]int{{0, 2}, {1, 3}}, 1, 64 << 10, "leader"},
+		{[][]int{{0, 2}, {1, 3}}, 1, 256 << 10, "pipe"},
+		{[][]int{{0, 2}, {1, 3}}, 1, 16 << 20, "pipe"},
+		{[][]int{{0, 1, 2}, {3}}, 1, 16 << 20, ""},
+		{[][]int{{0, 1}, {2, 3}}, 10, 1 << 20, "hier"},
+		{[][]int{{0, 2}, {1, 3}}, 10, 1 << 20, "rh"},
+		{[][]int{{0, 2}, {1, 3}}, 10, 4 << 20, "pipe"},
+	} {
+		p := New(0, 4, NetworkModel, nil)
+		if err := p.SetLayout(algo.Layout{Hosts: tt.hosts}); err != nil {
+			t.Fatal(err)
+		}
+		p.SetInterLink(algo.Link{Alpha: NetworkModel.Alpha, Beta: 8 / (tt.gbit * 1e9)})
+		p.SetCrowd(2)
+		a, _ := p.Choose(sched.Uniform(sched.ReduceScatter, 4, tt.bytes/16, 0, false), 4)
+		if a.Name != tt.want && (tt.want != "" || a.Name == "pipe") {
+			t.Errorf("ReduceScatter on %v at %v Gbit/s, %d KiB: picks %s, want %s", tt.hosts, tt.gbit, tt.bytes>>10, a.Name, tt.want)
 		}
 	}
 	if err := New(0, 4, NetworkModel, nil).SetLayout(algo.Layout{Hosts: [][]int{{0, 1}}}); err == nil {
