@@ -68,10 +68,12 @@ python3 - "$rows" <<'PY'
 import json, statistics, sys
 from collections import defaultdict
 t = defaultdict(dict)  # (label, op, bytes) -> round -> med_usec
+labels = []  # in the order they ran
 for line in open(sys.argv[1]):
     r = json.loads(line)
     t[(r["label"], r["op"], r["bytes"])][r["round"]] = r["med_usec"]
-labels = sorted({k[0] for k in t}, key=lambda l: min(r for k, v in t.items() if k[0] == l for r in v))
+    if r["label"] not in labels:
+        labels.append(r["label"])
 sizes = sorted({k[2] for k in t})
 print("# label op bytes: ratio = Send/Recv median call / op's, median over rounds [rounds below 0.90 / rounds]; median calls (us)")
 for l in labels:
