@@ -513,6 +513,7 @@ type machine struct {
 	maxPieces int
 	xor       bool    // programs repeat under XOR, not shifts (see period)
 	wake      float64 // latency of a wait on shared memory (Topology.SHMWake)
+	netWake   float64 // latency of a wait on the network (Topology.NetWake)
 	fuse      bool    // the executor's fusions apply (not Options.Unfused)
 	slot      int64   // a shared-memory ring slot: a fused exchange's piece
 	warm      float64 // the factor of β for bytes copied from a slot just written (the cache's, if not already applied)
@@ -556,7 +557,7 @@ func newMachine(t Topology, n, S, P, L int, ps *programs, pieces int) *machine {
 		L = S
 	}
 	m.L, m.copies = int32(L), int32(S/L)
-	m.wake = t.SHMWake
+	m.wake, m.netWake = t.SHMWake, t.netWake
 	// The executor overlaps a step's large local ops with its messages
 	// when a rank has OverlapProcs CPUs or more: hcomm run gives each of
 	// a host's ranks its share of the cores.
@@ -1191,6 +1192,10 @@ func (m *machine) deliver(c, o int32, it item, now float64) {
 				t += m.wake
 				st.bd.Queue += m.wake
 			}
+		} else if m.netWake > 0 {
+			// The machine's cores run more ranks than they are.
+			t += m.netWake
+			st.bd.Queue += m.netWake
 		}
 	}
 	st.lastMin = it.last

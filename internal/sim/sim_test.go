@@ -255,6 +255,7 @@ func TestRead(t *testing.T) {
 func FuzzRead(f *testing.F) {
 	f.Add(`{"ranks_per_host": 4, "net": {"alpha": 5e-6, "beta": 1e-10}}`)
 	f.Add(`{"nic_bw": 1e300, "cores": 3}`)
+	f.Add(`{"ranks_per_host": 1, "hosts_per_machine": 4, "cores": 1, "net_cpu": 1e-5, "net_wake": 3e-6}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		topo, err := Read(strings.NewReader(s))
 		if err != nil {
@@ -1053,5 +1054,79 @@ func TestFusedQuotient(t *testing.T) {
 	}
 	if times[0] >= times[1] {
 		t.Errorf("hd on %d ranks of 8 a host at 1 GiB: %g s fused, %g unfused; want the fused pair exchange faster", n, times[0], times[1])
+	}
+}
+
+// TestNetWake: on a machine running more ranks than cores, a rank that
+// waited for a network message sees it NetWake later per other rank on a
+// core of its machine. 4 ranks' rd AllReduce of 8 B (2 exchanges, each
+// rank waiting for each) on hosts sharing one machine: 2(α + 3w) on one
+// core, 2(α + w) on two, 2α with a core per host or without the term.
+func TestNetWake(t *testing.T) {
+	const alpha, wake = 1e-6, 4e-6
+	tp := Default()
+	tp.RanksPerHost, tp.HostsPerRack, tp.Cores = 1, 0, 1
+	tp.Net = Link{Alpha: alpha, Beta: 1e-15}
+	tp.NICBW, tp.UplinkBW = 1e15, 1e15
+	tp.Gamma, tp.CopyBeta = 0, 0
+	tp.NetWake = wake
+	rd := lookup(t, sched.AllReduce, "rd")
+	for _, c := range []struct {
+		perMachine, cores int
+		wake, want        float64
+	}{
+		{0, 1, wake, 2 * alpha},            // a core per host
+		{4, 1, wake, 2 * (alpha + 3*wake)}, // 3 other ranks on the core
+		{4, 2, wake, 2 * (alpha + wake)},   // 1 other rank a core
+		{4, 4, wake, 2 * alpha},            // a core per rank
+		{4, 1, 0, 2 * alpha},               // no term
+		{2, 1, wake, 2*alpha + 2*wake},     // two machines of 2 hosts on a core each
+	} {
+		tc := tp
+		tc.HostsPerMachine, tc.Cores, tc.NetWake = c.perMachine, c.cores, c.wake
+		r, err := Simulate(tc, rd, sched.AllReduce, 4, 8, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(r.Time, c.want, 1e-6) {
+			t.Errorf("%d hosts per machine of %d cores, wake %g: %g s, want %g", c.perMachine, c.cores, c.wake, r.Time, c.want)
+		}
+		if !near(r.Critical.Total(), r.Time, 1e-9) {
+			t.Errorf("%d hosts per machine of %d cores: critical path %g, time %g", c.perMachine, c.cores, r.Critical.Total(), r.Time)
+		}
+	}
+	// One period of machines stands for all of them.
+	tq := Default()
+	tq.RanksPerHost, tq.HostsPerRack, tq.HostsPerMachine, tq.Cores = 2, 0, 4, 2
+	tq.NetCPU, tq.NetWake = 5e-6, 3e-6
+	for _, c := range []struct {
+		name  string
+		bytes int64
+	}{{"ring", 4096}, {"rd", 8}} {
+		name := c.name
+		a := lookup(t, sched.AllReduce, name)
+		q, err := Simulate(tq, a, sched.AllReduce, 32, c.bytes, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Simulate(tq, a, sched.AllReduce, 32, c.bytes, Options{NoQuotient: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Simulated >= 32 || !near(q.Time, f.Time, 1e-9) {
+			t.Errorf("%s: %d ranks simulated give %g s, all 32 give %g", name, q.Simulated, q.Time, f.Time)
+		}
+	}
+	tc := tp
+	tc.HostsPerMachine = 4
+	if s := tc.String(4); !strings.Contains(s, "a network wait's wake 4 µs per other rank on a core") {
+		t.Errorf("String: %s", s)
+	}
+	for _, bad := range []float64{-1e-6, 2} {
+		tb := tp
+		tb.NetWake = bad
+		if tb.Check() == nil {
+			t.Errorf("net_wake %g accepted", bad)
+		}
 	}
 }

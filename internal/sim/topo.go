@@ -39,6 +39,9 @@ type Topology struct {
 	// groupWake is SHMWake as it applies to a group call (set by
 	// oversubscription).
 	groupWake float64
+	// netWake is NetWake as it applies to n ranks (set by
+	// oversubscription).
+	netWake float64
 
 	RanksPerHost int `json:"ranks_per_host,omitempty"`
 	// HostsPerRack groups hosts into racks; 0 puts every host in one
@@ -152,6 +155,16 @@ type Topology struct {
 	// chunk leaves when it is done: on idle cores it is part of the
 	// message's latency, beside Net.Alpha (and Rack.Alpha). 0: none.
 	NetCPU float64 `json:"net_cpu,omitempty"`
+	// NetWake applies when a machine runs more ranks than its cores (its
+	// hosts' ranks, with HostsPerMachine): a rank that waited for a
+	// network message sees it this much later for every other rank on a
+	// core of its machine (ceil(ranks/cores) − 1): it must be scheduled
+	// again, after the ranks sharing its core (polling for their own
+	// messages) took their turns. It shows on chains of messages, where
+	// each hop waits (ring AllReduce of a few bytes, whose empty blocks
+	// leave one chain; a tree's levels), and hardly where every rank
+	// sends at once and the cores' queue (NetCPU) sets the time. 0: none.
+	NetWake float64 `json:"net_wake,omitempty"`
 	// SHMEager and NetEager are the largest sends the transports buffer
 	// (transport.Eager: the shared-memory ring's slot, TCP's eager limit):
 	// a send of one chunk no larger completes for the sender as soon as the
@@ -310,9 +323,9 @@ func (t Topology) Check() error {
 		errs = append(errs, fmt.Errorf("nic_burst %d needs nic_line_bw (%g) at least nic_bw", t.NICBurst, t.NICLineBW))
 	}
 	if !(t.SHMSwitch >= 0) || t.SHMSwitch > 1 || !(t.SHMCoreShare >= 0) || t.SHMCoreShare > 1 || !(t.SHMMemShare >= 0) || t.SHMMemShare > 1 || !(t.SHMTurnCache >= 0) || t.SHMTurnCache > 1 ||
-		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotWake >= 0) || t.SlotWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 {
-		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_mem_share %g, shm_turn_cache %g, shm_wake %g s, slot_wake %g s, slot_alpha %g s out of range",
-			t.SHMSwitch, t.SHMCoreShare, t.SHMMemShare, t.SHMTurnCache, t.SHMWake, t.SlotWake, t.SlotAlpha))
+		!(t.SHMWake >= 0) || t.SHMWake > 1 || !(t.SlotWake >= 0) || t.SlotWake > 1 || !(t.SlotAlpha >= 0) || t.SlotAlpha > 1 || !(t.NetWake >= 0) || t.NetWake > 1 {
+		errs = append(errs, fmt.Errorf("shm_switch %g s, shm_core_share %g, shm_mem_share %g, shm_turn_cache %g, shm_wake %g s, slot_wake %g s, slot_alpha %g s, net_wake %g s out of range",
+			t.SHMSwitch, t.SHMCoreShare, t.SHMMemShare, t.SHMTurnCache, t.SHMWake, t.SlotWake, t.SlotAlpha, t.NetWake))
 	}
 	if t.CacheBytes < 0 || !(t.CacheFactor >= 0) || t.CacheFactor > 1 {
 		errs = append(errs, fmt.Errorf("cache_bytes %d, cache_factor %g out of range", t.CacheBytes, t.CacheFactor))
@@ -372,6 +385,9 @@ func (t Topology) String(n int) string {
 	}
 	if t.NetCPU > 0 {
 		cores += fmt.Sprintf(", %.3g µs of a core per network message", t.NetCPU*1e6)
+	}
+	if t.NetWake > 0 {
+		cores += fmt.Sprintf(", a network wait's wake %.3g µs per other rank on a core", t.NetWake*1e6)
 	}
 	return fmt.Sprintf("%d ranks: %d host(s) × %d ranks, %d rack(s); shm α %.3g µs β %.3g GB/s, net α %.3g µs %.3g GB/s, rack α %.3g µs; NIC %.3g GB/s, uplink %.3g GB/s, %s",
 		n, hosts, min(n, t.RanksPerHost), racks, t.SHM.Alpha*1e6, gbps(t.SHM.Beta), t.Net.Alpha*1e6, gbps(t.Net.Beta),
@@ -452,7 +468,8 @@ func (t Topology) procs(n int) int { return max(1, t.cores()/max(1, t.most(n))) 
 // oversubscription sets t's terms for more ranks than cores as they apply
 // to n ranks: SHMSwitch, SHMWake (scaled to the other ranks on a core,
 // and for group calls per core) and SHMMemShare only on an oversubscribed
-// host, SHMCoreShare 1 when unset.
+// host, SHMCoreShare 1 when unset, NetWake scaled to the other ranks on
+// a core of an oversubscribed machine.
 func (t *Topology) oversubscription(n int) {
 	if pc := t.perCore(n); pc > 1 {
 		c := t.cores()
@@ -470,5 +487,9 @@ func (t *Topology) oversubscription(n int) {
 	}
 	if t.SHMCoreShare == 0 {
 		t.SHMCoreShare = 1
+	}
+	t.netWake = 0
+	if mr, c := min(n, t.perMachine()*t.most(n)), t.cores(); mr > c {
+		t.netWake = t.NetWake * float64((mr+c-1)/c-1)
 	}
 }

@@ -32,9 +32,10 @@
 // Ethernet, IP and TCP headers of full frames; α (per message) is fitted
 // on the -fit runs' messages of at most 2 KiB, and the CPU time of a
 // message on its sender's CPUs (every namespace's ranks share the
-// machine's) on measure_tcp.sh's CAL=1 runs of ranks confined to fewer
-// CPUs than ranks (2, 3 and 4 on one, 3 and 6 on two), α refitted for
-// each candidate.
+// machine's) with a wait's wake per other rank on a CPU
+// (sim.Topology.NetWake) on measure_tcp.sh's CAL=1 runs of ranks confined
+// to fewer CPUs than ranks (2, 3 and 4 on one, 3 and 6 on two), α
+// refitted for each candidate pair.
 //
 // The machine's speed: this machine runs whole jobs 2–3× slower for
 // minutes at a time. measure.sh and measure_tcp.sh bracket every run file
@@ -131,7 +132,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&c.tcp, "tcp", false, "the runs are measure_tcp.sh's (TCP across namespaces, shaped links)")
 	rate := fs.String("rate", "", "the tbf rate of the TCP runs (default: DIR/rate, as measure_tcp.sh writes it)")
 	fitN := fs.String("fit", "2", "rank counts whose runs the parameters are fitted on (comma-separated); the others validate")
-	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]] (shm; with four values the slot α and the oversubscription terms are fitted; turn cache and slot wake left out are 0: the cache factor and the wake) or α[,CPU per message] (tcp), seconds and seconds per byte")
+	fs.StringVar(&c.params, "params", "", "no fit: α,β,γ,cache factor[,memory bytes/s,slot α,switch,core share,wake,memory share[,turn cache[,slot wake]]] (shm; with four values the slot α and the oversubscription terms are fitted; turn cache and slot wake left out are 0: the cache factor and the wake) or α[,CPU per message[,wake per other rank on a CPU]] (tcp), seconds and seconds per byte")
 	fs.BoolVar(&c.md, "md", false, "print the validation points as markdown rows")
 	single := fs.Bool("single", false, "predict one call alone, not a call in perf's loop of calls back to back")
 	mode := fs.String("mode", "fast", "with DIR/probes.csv: the run files to use by the machine's speed during them, fast, slow or all (mixed files only with all)")
@@ -551,11 +552,14 @@ const tcpCores = 2
 // bytes of TCP payload (with timestamps), no rack; every host a network
 // namespace of one machine of tcpCores CPUs, on which a network message
 // costs cpu seconds of its sender's (sim.Topology.NetCPU).
-func tcpTopo(rate, alpha, cpu float64) sim.Topology {
+func tcpTopo(rate, alpha, cpu float64, wake ...float64) sim.Topology {
 	t := sim.Default()
 	t.Name = "netns"
 	t.RanksPerHost, t.HostsPerRack = 1, 0
 	t.HostsPerMachine, t.Cores, t.NetCPU = 1<<20, tcpCores, cpu
+	if len(wake) > 0 {
+		t.NetWake = wake[0]
+	}
 	payload := rate / 8 * 1448 / 1514
 	t.Net = sim.Link{Alpha: alpha, Beta: 1 / payload}
 	t.Rack = t.Net
@@ -772,12 +776,13 @@ func evaluate(c config, pts []point, out io.Writer) error {
 
 // fitTCP returns the TCP model and its description: the link's rate
 // from the shaper (not fitted); the CPU time of a message on its sender's
-// CPUs (sim.Topology.NetCPU) fitted on the calibration runs (ranks
+// CPUs (sim.Topology.NetCPU) and a wait's wake per other rank on a CPU
+// (sim.Topology.NetWake) fitted together on the calibration runs (ranks
 // confined to fewer CPUs than ranks), α refitted on the -fit ranks'
-// messages of at most 2 KiB for every candidate; or both given by
-// -params (α[,CPU time]; without the CPU time, none).
+// messages of at most 2 KiB for every candidate pair; or given by
+// -params (α[,CPU time[,wake]]; those left out, none).
 func fitTCP(c config, pts []point) (sim.Topology, string, error) {
-	var alpha, cpu float64
+	var alpha, cpu, wake float64
 	var cpuFit string
 	small := func(p *point) bool { return p.fit && p.cores == 0 && p.bytes <= 2048 }
 	over := func(p *point) bool { return p.fit && p.cores > 0 }
@@ -790,14 +795,17 @@ func fitTCP(c config, pts []point) (sim.Topology, string, error) {
 			}
 			v = append(v, x)
 		}
-		if len(v) > 2 {
-			return sim.Topology{}, "", errors.New("-params: want α[,CPU time per message] over TCP")
+		if len(v) > 3 {
+			return sim.Topology{}, "", errors.New("-params: want α[,CPU time per message[,wake per other rank on a CPU]] over TCP")
 		}
 		alpha = v[0]
-		if len(v) == 2 {
+		if len(v) >= 2 {
 			cpu = v[1]
 		}
-		if err := tcpTopo(c.rate, alpha, cpu).Check(); err != nil {
+		if len(v) == 3 {
+			wake = v[2]
+		}
+		if err := tcpTopo(c.rate, alpha, cpu, wake).Check(); err != nil {
 			return sim.Topology{}, "", fmt.Errorf("-params: %w", err)
 		}
 		cpuFit = "given"
@@ -806,9 +814,9 @@ func fitTCP(c config, pts []point) (sim.Topology, string, error) {
 		// messages best with cpu: the best of a grid of factors of 2
 		// from 0.25 µs to 2 ms, then a golden-section search between its
 		// neighbours (to 0.5%).
-		fitAlpha := func(cpu float64) (float64, error) {
+		fitAlpha := func(cpu, wake float64) (float64, error) {
 			eval := func(lnA float64) (float64, error) {
-				if err := predictAll(tcpTopo(c.rate, math.Exp(lnA), cpu), pts, true, small); err != nil {
+				if err := predictAll(tcpTopo(c.rate, math.Exp(lnA), cpu, wake), pts, true, small); err != nil {
 					return 0, err
 				}
 				e, _, n := meanAbs(pts, small)
@@ -864,31 +872,37 @@ func fitTCP(c config, pts []point) (sim.Topology, string, error) {
 			return math.Exp(best), nil
 		}
 		var err error
-		if alpha, err = fitAlpha(0); err != nil {
+		if alpha, err = fitAlpha(0, 0); err != nil {
 			return sim.Topology{}, "", err
 		}
 		cpuFit = "no calibration runs: none"
 		if slices.ContainsFunc(pts, func(p point) bool { return over(&p) }) {
 			best := math.Inf(1)
-			for _, v := range tcpCPUAxis {
-				a, err := fitAlpha(v)
-				if err != nil {
-					return sim.Topology{}, "", err
-				}
-				if err := predictAll(tcpTopo(c.rate, a, v), pts, true, over); err != nil {
-					return sim.Topology{}, "", err
-				}
-				if e, _, _ := meanAbs(pts, over); e < best-1e-9 {
-					best, alpha, cpu = e, a, v
+			for _, w := range tcpWakeAxis {
+				for _, v := range tcpCPUAxis {
+					a, err := fitAlpha(v, w)
+					if err != nil {
+						return sim.Topology{}, "", err
+					}
+					if err := predictAll(tcpTopo(c.rate, a, v, w), pts, true, over); err != nil {
+						return sim.Topology{}, "", err
+					}
+					if e, _, _ := meanAbs(pts, over); e < best-1e-9 {
+						best, alpha, cpu, wake = e, a, v, w
+					}
 				}
 			}
 			cpuFit = "fitted on ranks/CPUs " + strings.Join(runShapes(pts, over), ", ")
 		}
 	}
-	t := tcpTopo(c.rate, alpha, cpu)
-	return t, fmt.Sprintf("TCP across namespaces, tbf %.0f Mbit/s: payload %.2f MB/s (not fitted), α %.1f µs (fitted on %v ranks, ≤ 2 KiB), CPU %.1f µs per message on the sender's (%s), %d CPUs",
-		c.rate/1e6, t.NICBW/1e6, alpha*1e6, c.fitN, cpu*1e6, cpuFit, tcpCores), nil
+	t := tcpTopo(c.rate, alpha, cpu, wake)
+	return t, fmt.Sprintf("TCP across namespaces, tbf %.0f Mbit/s: payload %.2f MB/s (not fitted), α %.1f µs (fitted on %v ranks, ≤ 2 KiB), CPU %.1f µs per message on the sender's and a wait's wake %.1f µs per other rank on a CPU (%s), %d CPUs",
+		c.rate/1e6, t.NICBW/1e6, alpha*1e6, c.fitN, cpu*1e6, wake*1e6, cpuFit, tcpCores), nil
 }
+
+// tcpWakeAxis is the grid of a TCP wait's wake per other rank on a CPU
+// (sim.Topology.NetWake).
+var tcpWakeAxis = us(0, 1, 2, 3, 4, 5, 6, 8, 10)
 
 // tcpCPUAxis is the grid of the CPU time of a TCP message.
 var tcpCPUAxis = us(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 25, 30, 40)
