@@ -554,7 +554,7 @@ var Table = []Var{
 	{Name: "HCOMM_LOCAL_SIZE", Type: "int", Scope: Program,
 		Doc: "set by hcomm run: the number of ranks on the host"},
 	{Name: "HCOMM_BIND_TO", Type: "auto|none|core|numa", Default: "auto",
-		Doc:   "set by hcomm run --bind-to: core or numa on the ranks it starts through --rsh (the rank binds itself at Init by HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE, as hcomm run binds the ranks it starts on its own machine); auto: where several hosts of the job share a machine (network namespaces, containers) and none of their ranks is bound, each binds itself at Init to its share of the machine's CPUs, so the hosts' leaders run on different CPUs; none: never bound",
+		Doc:   "set by hcomm run --bind-to: core or numa (or core:overload-allowed, numa:overload-allowed: more local ranks than CPUs is an error without it) on the ranks it starts through --rsh (the rank binds itself at Init by HCOMM_LOCAL_RANK and HCOMM_LOCAL_SIZE, as hcomm run binds the ranks it starts on its own machine); auto: where several hosts of the job share a machine (network namespaces, containers) and none of their ranks is bound, each binds itself at Init to its share of the machine's CPUs, so the hosts' leaders run on different CPUs; none: never bound",
 		parse: stringVar(func(v *Values) *string { return &v.BindTo }),
 		show: func(v *Values) string {
 			if v.BindTo == "" {
