@@ -164,10 +164,8 @@ func (pr *peer) awaitAcks(ctx context.Context, since time.Time, retired uint16) 
 		if !pending {
 			return newly, nil
 		}
-		if pr.leadOK && pr.leadPathPending() {
-			if h := pr.t.testLeadAt; h != nil {
-				h("acks")
-			}
+		if h := pr.t.testLeadAt; h != nil && pr.leadOK && pr.leadPathPending() {
+			h("acks")
 		}
 		if pr.leadOK && pr.sstalled.Load() && pr.leadPathPending() {
 			// The watch found the lead's first connection stalled
