@@ -112,14 +112,23 @@ func TestReadPolled(t *testing.T) {
 // polled is read polled too: once the bytes taken ahead with the header
 // are used up, one Read waits for all of the rest, however it comes in
 // pieces (a plain read would return the first piece and wait in the
-// network poller for the next).
+// network poller for the next). The rest is written only once the header
+// was read, so that what the header's read took ahead is the first write's
+// 1000 bytes however late the reader runs.
 func TestReadRestPolled(t *testing.T) {
 	var sending atomic.Int32
 	c, w := tcpPair(t, time.Second, &sending)
 	want := make([]byte, 16+50000)
 	fill(want, 3, 4)
+	headerRead, stop := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop) })
 	go func() {
 		w.Write(want[:16+1000])
+		select {
+		case <-headerRead:
+		case <-stop:
+			return
+		}
 		for off := 16 + 1000; off < len(want); off += 7919 {
 			time.Sleep(time.Millisecond)
 			w.Write(want[off:min(off+7919, len(want))])
@@ -129,6 +138,7 @@ func TestReadRestPolled(t *testing.T) {
 	if n, err := c.readPolled(got[:16]); n != 16 || err != nil {
 		t.Fatalf("header: readPolled = %d, %v", n, err)
 	}
+	close(headerRead)
 	rest := got[16:]
 	n, err := c.Read(rest) // what came with the header
 	if err != nil || n == 0 || n > 1000 {
