@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -34,7 +35,12 @@ func TestRankProcess(t *testing.T) {
 	if v := os.Getenv("HCOMM_TEST_TIMEOUT"); v != "" {
 		timeout, _ = time.ParseDuration(v)
 	}
-	c, err := Init(ctx, &Config{Timeout: timeout})
+	cfg := &Config{Timeout: timeout}
+	if v := os.Getenv("HCOMM_TEST_HOLD_REPORTS"); v != "" {
+		n, _ := strconv.Atoi(v)
+		cfg.Logger = slog.New(&holdReports{Handler: slog.NewTextHandler(os.Stderr, nil), dir: os.Getenv("HCOMM_TEST_DIR"), n: n})
+	}
+	c, err := Init(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +136,42 @@ var (
 	launcherPath string
 	launcherErr  error
 )
+
+// holdReports is a rank's log handler under HCOMM_TEST_HOLD_REPORTS=n: a
+// rank that logs a culprit report (a timed-out operation, still in the
+// call and not yet failed) waits, up to 20 s, until n ranks of the job
+// have logged one, so that each report finds the other ranks still in the
+// call whatever the skew of their timeouts. (Without it, a rank timing out
+// a few milliseconds after its peer finds the peer gone, or is aborted by
+// its failure notice first.)
+type holdReports struct {
+	slog.Handler
+	dir string
+	n   int
+}
+
+func (h *holdReports) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if r.Message != "hcomm: operation timed out" {
+		return err
+	}
+	os.WriteFile(filepath.Join(h.dir, fmt.Sprintf("reported-%d", os.Getpid())), nil, 0o644)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if got, _ := filepath.Glob(filepath.Join(h.dir, "reported-*")); len(got) >= h.n {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polls a condition; acts only once it holds
+	}
+	return err
+}
+
+func (h *holdReports) WithAttrs(as []slog.Attr) slog.Handler {
+	return &holdReports{Handler: h.Handler.WithAttrs(as), dir: h.dir, n: h.n}
+}
+
+func (h *holdReports) WithGroup(g string) slog.Handler {
+	return &holdReports{Handler: h.Handler.WithGroup(g), dir: h.dir, n: h.n}
+}
 
 // launcher builds cmd/hcomm once and returns the binary's path.
 func launcher(t *testing.T) string {

@@ -22,7 +22,9 @@ import (
 //
 //	ranks N                the job's size
 //	transports shm tcp     run once per transport (-short: the first only)
-//	env KEY=VALUE          for every rank (HCOMM_TEST_TIMEOUT=2s bounds calls)
+//	env KEY=VALUE          for every rank (HCOMM_TEST_TIMEOUT=2s bounds calls;
+//	                       HCOMM_TEST_HOLD_REPORTS=N holds a rank that logs a
+//	                       culprit report until N ranks have, see holdReports)
 //	run SEL: STEP          a step of the ranks SEL selects, in file order
 //	expect SEL: KINDS [peer=N] [op=NAME] [type=TYPE] ["TEXT"]
 //
