@@ -1,9 +1,9 @@
 # The test command CI runs (see README.md).
 GO ?= go
 
-.PHONY: test vet race large fuzz bench modules
+.PHONY: test vet race large notice fuzz bench modules
 
-test: vet race large fuzz modules
+test: vet race large notice fuzz modules
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -30,6 +30,11 @@ modules:
 # and 16) is too slow under the race detector, which runs a subset of it.
 large:
 	$(GO) test -count=1 -run '^TestAllReduceLarge$$' .
+
+# The failure-notice tests' 20 trials of each kill (the race stage runs 4:
+# see trials in failnotice_test.go), without the race detector.
+notice:
+	$(GO) test -count=1 -run '^TestFailureNotice' .
 
 # Each fuzz target for a bounded number of inputs (FUZZTIME, default 3000x;
 # a count rather than a duration, which ends cleanly). Only packages with a

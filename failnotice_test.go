@@ -164,13 +164,21 @@ func checkSurvivors(t *testing.T, out string, n, victim int) (misattributed int,
 // reported); a survivor that never notices is still stopped.
 var noticeWindow = []string{"--report-window", "30s"}
 
-// trials is how many times each failure-notice scenario runs.
+// trials is how many times each failure-notice scenario runs:
+// HCOMM_TEST_TRIALS, else 3 under -short, 4 under the race detector (which
+// checks the code paths, the same each trial) and 20 otherwise (the trials
+// sample kill timings for misattributions; `make notice`, part of `make
+// test`, runs them without the race detector, where a trial costs a
+// fraction of its -race time).
 func trials() int {
 	if n, err := strconv.Atoi(os.Getenv("HCOMM_TEST_TRIALS")); err == nil && n > 0 {
 		return n
 	}
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		return 3
+	case raceEnabled:
+		return 4
 	}
 	return 20
 }
