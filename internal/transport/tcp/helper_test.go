@@ -216,6 +216,17 @@ func (w *world) wait(r int, timeout time.Duration) {
 	}
 }
 
+// outputs returns what the helpers wrote so far, a section per rank.
+func (w *world) outputs() string {
+	var b strings.Builder
+	for r := range w.size {
+		if p := w.procs[r]; p != nil {
+			fmt.Fprintf(&b, "rank %d:\n%s", r, p.out.String())
+		}
+	}
+	return b.String()
+}
+
 // TestHelperProcess is the body of helper processes; it does nothing in a
 // normal test run.
 func TestHelperProcess(t *testing.T) {

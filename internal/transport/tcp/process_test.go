@@ -30,10 +30,13 @@ func TestProcessExchange(t *testing.T) {
 				w.spawn(r, "exchange")
 			}
 			tr := w.transport(0)
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := exchange(ctx, tr); err != nil {
-				t.Fatal(err)
+				// What each rank did, to tell a slow machine from a
+				// connection that never came.
+				t.Fatalf("after %v: %v\nrank 0:\n%s%s", time.Since(start).Round(time.Millisecond), err, w.logs, w.outputs())
 			}
 			for r := 1; r < tt.size; r++ {
 				w.wait(r, 10*time.Second)
