@@ -294,7 +294,7 @@ func (pr *peer) watchLead() {
 // (a path dialed again whose rejoin frame went on the stopped lead).
 func (pr *peer) allStopped(p *path, d time.Duration) error {
 	return &errs.PeerError{Peer: pr.rank, Kind: errs.ErrPeerLost, Cause: fmt.Errorf(
-		"tcp: path %d to rank %d got no acknowledgement for %v and the lead stream had no other path to move to: every path stopped",
+		"tcp: every path stopped: the connection of path %d to rank %d got no acknowledgement for %v and the lead stream had no other path to move to",
 		p.idx, pr.rank, d.Round(time.Millisecond))}
 }
 
