@@ -359,6 +359,12 @@ func (w *Window) sendParts(ctx context.Context, q *peer, rp *reply) error {
 	rows, n := rp.h.payloadRows()
 	pitch := int(rp.h.pitch)
 	ph := header{op: opPart, win: rp.h.win, nonce: rp.h.nonce, req: rp.h.req}
+	// Only this goroutine sends on the reply path to q; the window's
+	// transport is shared with the requests, under sendMu.
+	t, shared := w.rt, w.rt == nil
+	if shared {
+		t = w.t
+	}
 	for r := range rows {
 		for o := 0; o < n; o += w.chunk {
 			k := min(w.chunk, n-o)
@@ -368,27 +374,20 @@ func (w *Window) sendParts(ctx context.Context, q *peer, rp *reply) error {
 			}
 			ph.encode(hb[:])
 			piece := rp.src[r*pitch+o : r*pitch+o+k]
-			if w.rt != nil {
-				// Only this goroutine sends on the reply path to q.
-				err := w.rt.Send(ctx, q.rank, &w.fp, hb[:])
-				if err == nil {
-					err = w.rt.Send(ctx, q.rank, &w.fp, piece)
-				}
-				if err != nil {
-					return err
-				}
-				continue
+			if shared {
+				q.sendMu.Lock()
 			}
-			q.sendMu.Lock()
-			err := w.t.Send(ctx, q.rank, &w.fp, hb[:])
+			err := t.Send(ctx, q.rank, &w.fp, hb[:])
 			if err == nil {
-				err = w.t.Send(ctx, q.rank, &w.fp, piece)
+				err = t.Send(ctx, q.rank, &w.fp, piece)
 			}
-			q.sendMu.Unlock()
+			if shared {
+				q.sendMu.Unlock()
+			}
 			if err != nil {
 				return err
 			}
-			if q.sendWait.Load() > 0 {
+			if shared && q.sendWait.Load() > 0 {
 				runtime.Gosched()
 			}
 		}
